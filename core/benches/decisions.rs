@@ -1,0 +1,125 @@
+//! One decision (event in → action out), Retry-After parsing, and backoff
+//! delays side by side with `backon`.
+//!
+//! `cargo bench -p polite-core --bench decisions`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use backon::BackoffBuilder;
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use polite_core::testing::{SplitMix64, origin};
+use polite_core::{
+    Action, Backoff, Event, Jitter, Method, RequestId, RequestInfo, Response, RetryMachine,
+    RetryPolicy, SendPlan,
+};
+
+fn in_flight(policy: RetryPolicy, t0: Instant) -> (RetryMachine<SplitMix64>, SendPlan) {
+    let mut m = RetryMachine::new(
+        policy,
+        RequestInfo::new(RequestId(1), Method::Get),
+        SplitMix64::new(7),
+        t0,
+        Duration::from_secs(60),
+    )
+    .expect("valid policy");
+    let Action::Send(plan) = m.poll_action() else {
+        unreachable!("a new machine sends first")
+    };
+    (m, plan)
+}
+
+fn retry_decisions(c: &mut Criterion) {
+    let t0 = origin();
+    let now = t0 + Duration::from_millis(10);
+    let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let policy = RetryPolicy::default();
+    let mut g = c.benchmark_group("retry_decision");
+    g.bench_function("503_backoff", |b| {
+        b.iter_batched_ref(
+            || in_flight(policy, t0),
+            |(m, plan)| {
+                m.handle(now, Event::Response(Response::new(plan.id, 503, wall)));
+                black_box(m.poll_action())
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    g.bench_function("429_retry_after_seconds", |b| {
+        b.iter_batched_ref(
+            || in_flight(policy, t0),
+            |(m, plan)| {
+                m.handle(
+                    now,
+                    Event::Response(Response::new(plan.id, 429, wall).retry_after(b"2")),
+                );
+                black_box(m.poll_action())
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    g.bench_function("200_success", |b| {
+        b.iter_batched_ref(
+            || in_flight(policy, t0),
+            |(m, plan)| {
+                m.handle(now, Event::Response(Response::new(plan.id, 200, wall)));
+                black_box(m.poll_action())
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    g.finish();
+}
+
+fn retry_after_parsing(c: &mut Criterion) {
+    let mut g = c.benchmark_group("retry_after_parse");
+    let forms: [(&str, &[u8]); 4] = [
+        ("seconds", b"120"),
+        ("imf_fixdate", b"Sun, 06 Nov 1994 08:49:37 GMT"),
+        ("rfc850", b"Sunday, 06-Nov-94 08:49:37 GMT"),
+        ("asctime", b"Sun Nov  6 08:49:37 1994"),
+    ];
+    for (name, value) in forms {
+        g.bench_function(name, |b| {
+            b.iter(|| polite_core::retry_after::RetryAfter::parse(black_box(value)));
+        });
+    }
+    g.finish();
+}
+
+/// Six delays of 250 ms doubling capped at 4 s, without jitter, computed by
+/// polite's pure backoff and by backon's exponential builder.
+fn backoff_delays(c: &mut Criterion) {
+    let mut g = c.benchmark_group("backoff_6_delays");
+    let b = Backoff {
+        jitter: Jitter::None,
+        ..Backoff::default()
+    };
+    g.bench_function("polite", |bench| {
+        bench.iter(|| {
+            let b = black_box(&b);
+            let mut sum = Duration::ZERO;
+            for n in 0..6 {
+                sum += polite_core::backoff::exponential(b, n);
+            }
+            sum
+        });
+    });
+    let builder = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(4))
+        .with_factor(2.0)
+        .with_max_times(6);
+    g.bench_function("backon", |bench| {
+        bench.iter(|| black_box(builder).build().sum::<Duration>());
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    retry_decisions,
+    retry_after_parsing,
+    backoff_delays
+);
+criterion_main!(benches);

@@ -1,0 +1,134 @@
+//! Pure backoff and jitter arithmetic.
+//!
+//! No state and no randomness of its own: the jitter functions take the raw
+//! `u64` drawn by the machine. Mapping `x` onto a range uses a widening
+//! multiply (`(d * x) >> 64`), which is exact, unbiased for the purpose and
+//! needs no floating point and no `rand` crate.
+
+use std::time::Duration;
+
+use crate::policy::{Backoff, Jitter};
+
+/// The un-jittered delay before retry number `n + 1` of a class, where `n` is
+/// the number of retries that class has already used: `base * multiplier^n`,
+/// capped at `cap`. Saturates instead of overflowing.
+///
+/// ```
+/// use polite_core::{Backoff, backoff::exponential};
+/// use std::time::Duration;
+/// let b = Backoff::default(); // 250 ms doubling, cap 4 s
+/// let ms = |n| exponential(&b, n).as_millis();
+/// assert_eq!([ms(0), ms(1), ms(2), ms(3), ms(4), ms(5), ms(60)], [250, 500, 1000, 2000, 4000, 4000, 4000]);
+/// ```
+#[must_use]
+#[inline]
+pub fn exponential(backoff: &Backoff, n: u32) -> Duration {
+    let factor = backoff.multiplier.saturating_pow(n);
+    backoff.base.saturating_mul(factor).min(backoff.cap)
+}
+
+/// Applies `jitter` to `delay`, with `x` a uniform random `u64` standing for
+/// `u = x / 2^64` in `[0, 1)`.
+///
+/// ```
+/// use polite_core::{Jitter, backoff::jitter};
+/// use std::time::Duration;
+/// let d = Duration::from_secs(2);
+/// assert_eq!(jitter(d, Jitter::None, 12345), d);
+/// assert_eq!(jitter(d, Jitter::Full, 0), Duration::ZERO);
+/// assert_eq!(jitter(d, Jitter::Equal, 0), Duration::from_secs(1));
+/// assert_eq!(jitter(d, Jitter::Equal, 1 << 63), Duration::from_millis(1500));
+/// assert_eq!(jitter(d, Jitter::Percent(20), 0), Duration::from_millis(1600));
+/// assert_eq!(jitter(d, Jitter::Percent(20), 1 << 63), d);
+/// ```
+#[must_use]
+#[inline]
+pub fn jitter(delay: Duration, jitter: Jitter, x: u64) -> Duration {
+    let d = nanos(delay);
+    let out = match jitter {
+        Jitter::None => d,
+        Jitter::Full => scale(d, x),
+        Jitter::Equal => {
+            let half = d / 2;
+            (d - half) + scale(half, x)
+        }
+        Jitter::Percent(p) => {
+            let p = u64::from(p.min(100));
+            // low = d * (1 - p/100); spread = d * 2p/100; result in [low, low + spread).
+            let cut = mul_div(d, p, 100);
+            let spread = mul_div(d, 2 * p, 100);
+            (d - cut).saturating_add(scale(spread, x))
+        }
+    };
+    Duration::from_nanos(out)
+}
+
+/// Whether a jitter kind draws from the random source at all.
+#[must_use]
+#[inline]
+pub(crate) const fn draws(jitter: Jitter) -> bool {
+    !matches!(jitter, Jitter::None | Jitter::Percent(0))
+}
+
+#[inline]
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `d * x / 2^64`, exact.
+#[inline]
+fn scale(d: u64, x: u64) -> u64 {
+    ((u128::from(d) * u128::from(x)) >> 64) as u64
+}
+
+#[inline]
+fn mul_div(d: u64, num: u64, den: u64) -> u64 {
+    u64::try_from(u128::from(d) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_range_at_the_extremes() {
+        let d = Duration::from_millis(4000);
+        for x in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            let full = jitter(d, Jitter::Full, x);
+            assert!(full < d, "{full:?}");
+            let eq = jitter(d, Jitter::Equal, x);
+            assert!(eq >= d / 2 && eq < d, "{eq:?}");
+            let pc = jitter(d, Jitter::Percent(20), x);
+            assert!(
+                pc >= Duration::from_millis(3200) && pc < Duration::from_millis(4800),
+                "{pc:?}"
+            );
+            let whole = jitter(d, Jitter::Percent(100), x);
+            assert!(whole < d * 2, "{whole:?}");
+        }
+    }
+
+    #[test]
+    fn huge_delays_saturate_instead_of_overflowing() {
+        let b = Backoff {
+            base: Duration::from_secs(u64::MAX / 4),
+            multiplier: u32::MAX,
+            cap: Duration::MAX,
+            jitter: Jitter::None,
+        };
+        assert_eq!(exponential(&b, u32::MAX), Duration::MAX);
+        let j = jitter(Duration::MAX, Jitter::Percent(100), u64::MAX);
+        assert!(j > Duration::ZERO);
+    }
+
+    #[test]
+    fn multiplier_one_is_constant() {
+        let b = Backoff {
+            base: Duration::from_millis(300),
+            multiplier: 1,
+            cap: Duration::from_secs(1),
+            jitter: Jitter::None,
+        };
+        assert_eq!(exponential(&b, 0), exponential(&b, 9));
+    }
+}

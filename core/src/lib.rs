@@ -1,0 +1,150 @@
+//! # polite-core
+//!
+//! Sans-IO state machines that let a program retry HTTP calls and wait for
+//! remote results **without hammering the server and without ever overrunning
+//! the caller's time budget**.
+//!
+//! The machines never read a clock, sleep, open a socket or draw entropy on
+//! their own. They take [`Event`]s (an answer arrived, a transport error
+//! happened, time passed, the caller cancelled) with the current time, and
+//! answer [`Action`]s (send now, sleep until an instant, stop with an
+//! [`Outcome`]). Adapters (`polite-tokio`, `polite-async-std`,
+//! `polite-blocking`) do the real IO; tests drive the machines with virtual
+//! time.
+//!
+//! ## The promise
+//!
+//! * **One budget, never overrun.** The deadline is fixed when a machine is
+//!   created (`now + timeout`). No `SleepUntil` is ever after it; every send
+//!   carries `abort_at = deadline + cushion` so the adapter can abort a
+//!   hanging attempt; an answer at or after the deadline is discarded
+//!   (`TimedOut`, even a success); when the next permitted send would fall at
+//!   or after the deadline the machine stops *at once* with
+//!   `TimedOut { needed }` instead of sleeping for nothing.
+//! * **Never before the server's time.** The delay used is
+//!   `max(backoff, Retry-After)`; a server that asks for longer than the
+//!   automatic wait cap ends the request with `RateLimited { retry_at }` —
+//!   it is never truncated and resent early.
+//! * **Never resend a non-replayable request** (a POST without idempotency
+//!   key, or a body that cannot be produced again).
+//! * **Exactly one outcome** per logical request; `Stop` is sticky.
+//! * **Cancel ends a wait at once**: after [`Event::Cancel`] the next action
+//!   is `Stop(Cancelled)`. Nothing promises that a request already in flight
+//!   did not reach the server.
+//!
+//! ## The run loop
+//!
+//! 1. Create a machine with a policy, a request, a random source and `now`.
+//! 2. Call `poll_action()` until it answers `SleepUntil` or `Stop`:
+//!    perform each `Send` (start the request, abort it at `abort_at`).
+//! 3. Wait until the instant, an answer, or a cancel — whichever is first.
+//! 4. Feed it back with `handle(now, event)` using your monotonic clock, and
+//!    go to 2. On `Stop(outcome)`, hand back the last answer per the outcome.
+//!
+//! Right before each send, check cancellation again (a cancel may have raced
+//! the end of a sleep). The `drive` loop in the adapters does all of this
+//! once for every machine; here it is by hand against a fake server:
+//!
+//! ```
+//! use polite_core::{Action, Event, Method, Outcome, RequestId, RequestInfo, Response,
+//!                   RetryMachine, RetryPolicy};
+//! use polite_core::testing::SplitMix64;
+//! use std::time::{Duration, Instant, UNIX_EPOCH};
+//!
+//! // A fake server: 503, then 429 with Retry-After: 1, then 200.
+//! let mut answers = [(503, None), (429, Some(&b"1"[..])), (200, None)].into_iter();
+//!
+//! let mut now = Instant::now(); // a real adapter reads its monotonic clock
+//! let mut machine = RetryMachine::new(
+//!     RetryPolicy::default(),
+//!     RequestInfo::new(RequestId(1), Method::Get),
+//!     SplitMix64::new(7), // any rand_core::Rng; seeded here for reproducibility
+//!     now,
+//!     Duration::from_secs(10),
+//! ).unwrap();
+//!
+//! let outcome = loop {
+//!     match machine.poll_action() {
+//!         Action::Send(plan) => {
+//!             // "Send" and get the answer 20 ms later.
+//!             let (status, retry_after) = answers.next().unwrap();
+//!             now += Duration::from_millis(20);
+//!             let mut r = Response::new(plan.id, status, UNIX_EPOCH);
+//!             r.retry_after = retry_after;
+//!             machine.handle(now, Event::Response(r));
+//!         }
+//!         Action::SleepUntil(t) => {
+//!             now = now.max(t); // a real adapter sleeps, racing answers and cancel
+//!             machine.handle(now, Event::Tick);
+//!         }
+//!         Action::Stop(outcome) => break outcome,
+//!     }
+//! };
+//! assert_eq!(outcome, Outcome::Succeeded { status: 200 });
+//! ```
+//!
+//! ## Time
+//!
+//! `std::time::Instant` values are passed in; the machines only compare and
+//! add them. Time going backwards is clamped to the latest `now` seen. A wall
+//! clock ([`std::time::SystemTime`]) is used only to turn an HTTP-date
+//! `Retry-After` into a delay, and only when the answer has no valid `Date`
+//! header (the `Date` header cancels clock skew). `core/clippy.toml` forbids
+//! `Instant::now`, `SystemTime::now` and `thread::sleep` in this crate.
+//!
+//! ## Randomness
+//!
+//! Jitter comes from the `rand_core::Rng` the machine owns. A seeded
+//! generator (e.g. [`testing::SplitMix64`]) makes every decision
+//! reproducible. The arithmetic maps a `u64` onto the delay range with a
+//! widening multiply; the crate does not depend on `rand`.
+//!
+//! ## Errors versus panics
+//!
+//! `handle` and `poll_action` never fail: network results are data in
+//! `Stop(Outcome)`, and unexpected input (a late answer for an old attempt,
+//! an event after the end, garbage headers) is ignored or recorded. The only
+//! error is an invalid policy at construction ([`PolicyError`], naming the
+//! field). Nothing here panics on input.
+//!
+//! ## Choices where SPEC.md is silent
+//!
+//! * Statuses `100..=399` are successes; statuses outside `100..=599` are
+//!   final (`NotRetryable`).
+//! * A `Retry-After` over the automatic wait cap ends the request with
+//!   `RateLimited` whatever the class (a 503 too), so the caller decides.
+//! * A `Retry-After` below the minimum (default 1 s; `0` or a past date) is
+//!   raised to it; the record says `Clamp`.
+//! * Transport errors are retried only for replayable requests, even a
+//!   refused connection: the machine does not guess what reached the server.
+//! * While a send is in flight the machine answers `SleepUntil(deadline)`;
+//!   at the deadline it stops with `TimedOut` and the adapter drops the
+//!   attempt. An adapter that cannot interrupt an attempt is still bounded by
+//!   `abort_at`.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod backoff;
+mod event;
+mod machine;
+mod outcome;
+mod policy;
+mod record;
+mod request;
+mod retry;
+pub mod retry_after;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
+pub use machine::Machine;
+pub use outcome::{Outcome, Reply, RetryClass, StateName};
+pub use policy::{
+    Backoff, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy, StatusSet,
+};
+pub use rand_core;
+pub use record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
+pub use request::{Method, RequestId, RequestInfo};
+pub use retry::{RetryMachine, deadline_after};
+pub use retry_after::RetryAfterError;

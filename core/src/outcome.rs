@@ -1,0 +1,210 @@
+//! How a machine ends: exactly one [`Outcome`] per logical request or wait.
+
+use std::time::Instant;
+
+use crate::event::TransportErrorKind;
+
+/// The classes of failure that are retried, each with its own budget.
+///
+/// ```
+/// use polite_core::RetryClass;
+/// assert_eq!(RetryClass::ServerError.to_string(), "server error");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RetryClass {
+    /// A rate-limited answer (429 by default).
+    RateLimited,
+    /// A server error (500, 502, 503, 504 by default).
+    ServerError,
+    /// A transport error: refused, reset, DNS, timeout.
+    Transport,
+}
+
+impl RetryClass {
+    /// Index for per-class counters.
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            RetryClass::RateLimited => 0,
+            RetryClass::ServerError => 1,
+            RetryClass::Transport => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for RetryClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RetryClass::RateLimited => "rate limited",
+            RetryClass::ServerError => "server error",
+            RetryClass::Transport => "transport",
+        })
+    }
+}
+
+/// What came back from one attempt: an HTTP status or a transport error.
+///
+/// ```
+/// use polite_core::{Reply, TransportErrorKind};
+/// assert_eq!(Reply::Status(503).to_string(), "HTTP 503");
+/// assert_eq!(Reply::Transport(TransportErrorKind::Reset).to_string(), "transport error: connection reset");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// An HTTP answer with this status.
+    Status(u16),
+    /// No HTTP answer.
+    Transport(TransportErrorKind),
+}
+
+impl std::fmt::Display for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Status(s) => write!(f, "HTTP {s}"),
+            Reply::Transport(k) => write!(f, "transport error: {k}"),
+        }
+    }
+}
+
+/// The name of a job's terminal state, stored inline (at most
+/// [`StateName::CAPACITY`] bytes) so that [`Outcome`] stays `Copy`.
+///
+/// ```
+/// use polite_core::StateName;
+/// let s = StateName::new("passed").unwrap();
+/// assert_eq!(s.as_str(), "passed");
+/// assert!(StateName::new(&"x".repeat(StateName::CAPACITY + 1)).is_none());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StateName {
+    len: u8,
+    bytes: [u8; StateName::CAPACITY],
+}
+
+impl StateName {
+    /// The longest name that fits.
+    pub const CAPACITY: usize = 31;
+
+    /// Stores `name`, or `None` when it is longer than [`Self::CAPACITY`].
+    #[must_use]
+    pub fn new(name: &str) -> Option<StateName> {
+        let len = name.len();
+        if len > Self::CAPACITY {
+            return None;
+        }
+        let mut bytes = [0; Self::CAPACITY];
+        bytes[..len].copy_from_slice(name.as_bytes());
+        Some(StateName {
+            len: len as u8,
+            bytes,
+        })
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        // Built from a `&str` cut at its own length, so always valid UTF-8.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for StateName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for StateName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a machine ended. Every machine ends with exactly one outcome, and
+/// once it has one, every later [`Action`](crate::Action) repeats it.
+///
+/// The adapter keeps the last response itself; the outcome says what to do
+/// with it (hand it back for `Succeeded`, `NotRetryable`, and the exhausted or
+/// non-replayable cases with a [`Reply::Status`]).
+///
+/// ```
+/// use polite_core::{Outcome, RetryClass, Reply};
+/// let o = Outcome::RetriesExhausted { class: RetryClass::ServerError, last: Reply::Status(503) };
+/// assert!(!o.is_success());
+/// assert_eq!(o.to_string(), "server error retries exhausted (last: HTTP 503)");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// A final answer below 400.
+    Succeeded {
+        /// Its status.
+        status: u16,
+    },
+    /// A job reached a terminal state (`PollMachine`).
+    Terminal {
+        /// The state.
+        state: StateName,
+    },
+    /// A final answer by policy (404, 501, ...), handed back as it is.
+    NotRetryable {
+        /// Its status.
+        status: u16,
+    },
+    /// The class's retry budget is spent.
+    RetriesExhausted {
+        /// The class whose budget ran out.
+        class: RetryClass,
+        /// The last failure.
+        last: Reply,
+    },
+    /// The 429 budget is spent, or the server asked for a longer wait than
+    /// the automatic wait cap. The machine did not resend early.
+    RateLimited {
+        /// When the server said a request may be sent again, if it said so.
+        retry_at: Option<Instant>,
+    },
+    /// A failure on a request that must not be re-sent (SPEC §2).
+    NotReplayable {
+        /// The failure, handed back.
+        last: Reply,
+    },
+    /// The deadline was reached, or the next permitted send would have
+    /// been at or after it.
+    TimedOut {
+        /// The instant the next send would have needed, when that is why.
+        needed: Option<Instant>,
+    },
+    /// The caller cancelled. Nothing promises that an in-flight request
+    /// did not reach the server.
+    Cancelled,
+    /// The session generation changed; the answer was dropped undelivered.
+    Stale,
+}
+
+impl Outcome {
+    /// `Succeeded` or `Terminal`.
+    #[must_use]
+    pub const fn is_success(&self) -> bool {
+        matches!(self, Outcome::Succeeded { .. } | Outcome::Terminal { .. })
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Succeeded { status } => write!(f, "succeeded (HTTP {status})"),
+            Outcome::Terminal { state } => write!(f, "job ended: {state}"),
+            Outcome::NotRetryable { status } => write!(f, "not retryable (HTTP {status})"),
+            Outcome::RetriesExhausted { class, last } => {
+                write!(f, "{class} retries exhausted (last: {last})")
+            }
+            Outcome::RateLimited { .. } => f.write_str("rate limited"),
+            Outcome::NotReplayable { last } => {
+                write!(f, "not replayable, not re-sent (last: {last})")
+            }
+            Outcome::TimedOut { .. } => f.write_str("timed out"),
+            Outcome::Cancelled => f.write_str("cancelled"),
+            Outcome::Stale => f.write_str("stale session"),
+        }
+    }
+}
