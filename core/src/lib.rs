@@ -126,6 +126,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod backoff;
+pub mod drive;
 mod event;
 mod machine;
 mod outcome;
@@ -134,6 +135,7 @@ mod record;
 mod request;
 mod retry;
 pub mod retry_after;
+mod rng;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -148,3 +150,4 @@ pub use record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 pub use request::{Method, RequestId, RequestInfo};
 pub use retry::{RetryMachine, deadline_after};
 pub use retry_after::RetryAfterError;
+pub use rng::SplitMix64;

@@ -1,0 +1,277 @@
+//! The one drive loop: runs any [`Machine`] over any [`Io`].
+//!
+//! Written once, here, with no runtime dependency. Each adapter implements
+//! [`Io`] (a clock, a way to start a send, a timer and a cancellation signal)
+//! and calls [`drive`]; none contains a retry decision or a loop of its own.
+//!
+//! The loop:
+//!
+//! 1. ask the machine for actions until it answers `SleepUntil` or `Stop`;
+//!    for each `Send`, check cancellation *right before* sending (a cancel
+//!    may have raced the end of a sleep), then start the send;
+//! 2. wait for whichever comes first: an answer to any send in flight, the
+//!    instant, or a cancel;
+//! 3. feed it back with the adapter's clock, forward the attempt records, and
+//!    go to 1. On `Stop`, sends still in flight are dropped (aborted).
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use crate::event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
+use crate::machine::Machine;
+use crate::outcome::Outcome;
+use crate::record::AttemptRecord;
+
+/// What a send produced, as far as the machines look at it.
+///
+/// ```
+/// use polite_core::drive::Answer;
+/// struct Plain(u16);
+/// impl Answer for Plain {
+///     fn status(&self) -> u16 { self.0 }
+///     fn header(&self, _name: &str) -> Option<&[u8]> { None }
+/// }
+/// assert_eq!(Plain(204).status(), 204);
+/// ```
+pub trait Answer {
+    /// The HTTP status.
+    fn status(&self) -> u16;
+    /// A header's raw value by (case-insensitive) name; the first if repeated.
+    fn header(&self, name: &str) -> Option<&[u8]>;
+}
+
+/// Reads a job report out of an answer, for `PollMachine` (the machines
+/// never parse bodies). [`NoJobs`] reads none, for the other machines.
+pub trait Classify<A> {
+    /// What the answer says about the job, if anything. The report may
+    /// borrow from the answer or from the classifier (e.g. a buffer holding
+    /// the state parsed out of a JSON body).
+    fn job<'a>(&'a mut self, answer: &'a A) -> Option<JobReport<'a>>;
+}
+
+/// A classifier that never reports a job (for `RetryMachine` and batches).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoJobs;
+
+impl<A> Classify<A> for NoJobs {
+    fn job<'a>(&'a mut self, _answer: &'a A) -> Option<JobReport<'a>> {
+        None
+    }
+}
+
+/// The real world, as an adapter provides it.
+///
+/// Contract:
+/// * `now` is monotonic;
+/// * `send` starts the attempt described by the plan (an adapter keeps the
+///   request itself; the plan says which item and whether to long-poll) and
+///   its future resolves by `plan.abort_at` at the latest, with
+///   `TransportErrorKind::Aborted` if it had to abort;
+/// * `poll_sleep` is ready once `now() >= until` and otherwise arranges a
+///   wake-up at `until` (the instant may change between calls);
+/// * `poll_cancel` is ready once the caller has cancelled (and stays ready),
+///   and wakes the task at once when that happens.
+pub trait Io {
+    /// A finished HTTP answer (status, headers, and whatever body the adapter
+    /// read), handed back to the caller at the end.
+    type Answer: Answer;
+    /// A send in progress.
+    type Sending: Future<Output = Result<Self::Answer, TransportErrorKind>>;
+    /// The monotonic clock.
+    fn now(&self) -> Instant;
+    /// The wall clock (only to turn an HTTP-date into a delay).
+    fn wall_clock(&self) -> SystemTime;
+    /// Starts a send.
+    fn send(&mut self, plan: &SendPlan) -> Self::Sending;
+    /// Polls the timer for `until`.
+    fn poll_sleep(&mut self, cx: &mut Context<'_>, until: Instant) -> Poll<()>;
+    /// Polls the cancellation signal.
+    fn poll_cancel(&mut self, cx: &mut Context<'_>) -> Poll<()>;
+    /// Whether the caller has cancelled (checked right before every send).
+    fn is_cancelled(&self) -> bool;
+    /// The caller's session generation now, if it tracks one.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// How a drive ended: the machine's outcome and, per item, the last answer
+/// received (index 0 for single machines), to hand back per the outcome.
+#[derive(Debug)]
+pub struct Finished<A> {
+    /// The machine's outcome.
+    pub outcome: Outcome,
+    /// The last answer per item (`None` where an item got no HTTP answer).
+    pub answers: Vec<Option<A>>,
+    /// How many sends were started.
+    pub sends: u32,
+}
+
+enum Woke<A> {
+    Cancel,
+    Tick,
+    Answer(usize, Result<A, TransportErrorKind>),
+}
+
+/// Runs `machine` to its end over `io`. `classify` reads job reports (use
+/// [`NoJobs`] for machines other than `PollMachine`); `observe` sees every
+/// attempt record (adapters forward them to `tracing`).
+///
+/// ```
+/// use polite_core::drive::{self, Answer, Io, NoJobs};
+/// use polite_core::{Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy,
+///                   SendPlan, TransportErrorKind};
+/// use polite_core::testing::{SplitMix64, origin};
+/// use std::cell::Cell;
+/// use std::future::{Ready, ready};
+/// use std::task::{Context, Poll};
+/// use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+///
+/// struct Status(u16);
+/// impl Answer for Status {
+///     fn status(&self) -> u16 { self.0 }
+///     fn header(&self, _: &str) -> Option<&[u8]> { None }
+/// }
+///
+/// /// A virtual-time Io: answers 503 then 200 at once; sleeping advances time.
+/// struct Fake { now: Cell<Instant>, sent: u32 }
+/// impl Io for Fake {
+///     type Answer = Status;
+///     type Sending = Ready<Result<Status, TransportErrorKind>>;
+///     fn now(&self) -> Instant { self.now.get() }
+///     fn wall_clock(&self) -> SystemTime { UNIX_EPOCH }
+///     fn send(&mut self, _: &SendPlan) -> Self::Sending {
+///         self.sent += 1;
+///         ready(Ok(Status(if self.sent == 1 { 503 } else { 200 })))
+///     }
+///     fn poll_sleep(&mut self, _: &mut Context<'_>, until: Instant) -> Poll<()> {
+///         self.now.set(self.now.get().max(until));
+///         Poll::Ready(())
+///     }
+///     fn poll_cancel(&mut self, _: &mut Context<'_>) -> Poll<()> { Poll::Pending }
+///     fn is_cancelled(&self) -> bool { false }
+/// }
+///
+/// let t0 = origin();
+/// let mut io = Fake { now: Cell::new(t0), sent: 0 };
+/// let mut m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+///                               SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+/// let mut records = 0;
+/// let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut |_| records += 1));
+/// assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
+/// assert_eq!(done.answers[0].as_ref().map(|a| a.0), Some(200));
+/// assert_eq!((done.sends, records), (2, 2));
+/// ```
+pub async fn drive<M, I, C, O>(
+    machine: &mut M,
+    io: &mut I,
+    classify: &mut C,
+    observe: &mut O,
+) -> Finished<I::Answer>
+where
+    M: Machine + ?Sized,
+    I: Io,
+    C: Classify<I::Answer> + ?Sized,
+    O: FnMut(&AttemptRecord) + ?Sized,
+{
+    let mut flying: Vec<(SendId, Pin<Box<I::Sending>>)> = Vec::new();
+    let mut answers: Vec<Option<I::Answer>> = Vec::new();
+    let mut sends = 0u32;
+    loop {
+        // 1. Actions until a wait or the end.
+        let wake_at = loop {
+            match machine.poll_action() {
+                Action::Send(plan) => {
+                    if io.is_cancelled() {
+                        machine.handle(io.now(), Event::Cancel);
+                        continue;
+                    }
+                    sends += 1;
+                    flying.push((plan.id, Box::pin(io.send(&plan))));
+                }
+                Action::SleepUntil(t) => break t,
+                Action::Stop(outcome) => {
+                    return Finished {
+                        outcome,
+                        answers,
+                        sends,
+                    };
+                }
+            }
+        };
+        // 2. Wait for the first of: cancel, an answer, the instant.
+        let woke = poll_fn(|cx| {
+            if io.poll_cancel(cx).is_ready() {
+                return Poll::Ready(Woke::Cancel);
+            }
+            for (i, (_, f)) in flying.iter_mut().enumerate() {
+                if let Poll::Ready(r) = f.as_mut().poll(cx) {
+                    return Poll::Ready(Woke::Answer(i, r));
+                }
+            }
+            if io.poll_sleep(cx, wake_at).is_ready() {
+                return Poll::Ready(Woke::Tick);
+            }
+            Poll::Pending
+        })
+        .await;
+        // 3. Feed it back.
+        let now = io.now();
+        match woke {
+            Woke::Cancel => machine.handle(now, Event::Cancel),
+            Woke::Tick => machine.handle(now, Event::Tick),
+            Woke::Answer(i, result) => {
+                let (id, _) = flying.swap_remove(i);
+                match result {
+                    Ok(answer) => {
+                        let mut r = Response::new(id, answer.status(), io.wall_clock());
+                        r.retry_after = answer.header("retry-after");
+                        r.date = answer.header("date");
+                        r.generation = io.generation();
+                        r.job = classify.job(&answer);
+                        machine.handle(now, Event::Response(r));
+                        let slot = id.item as usize;
+                        if answers.len() <= slot {
+                            answers.resize_with(slot + 1, || None);
+                        }
+                        answers[slot] = Some(answer);
+                    }
+                    Err(kind) => machine.handle(now, Event::TransportError(id, kind)),
+                }
+            }
+        }
+        while let Some(record) = machine.take_record() {
+            observe(&record);
+        }
+    }
+}
+
+/// Runs a future to completion on the current thread, parking between polls
+/// (safe code: the waker unparks this thread). For adapters whose `Io` is
+/// blocking or wakes through other threads; async adapters use their runtime.
+///
+/// ```
+/// assert_eq!(polite_core::drive::block_on(async { 1 + 1 }), 2);
+/// ```
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}

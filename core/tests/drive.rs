@@ -1,0 +1,206 @@
+//! The one drive loop over a scripted, virtual-time `Io`.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::{Ready, ready};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use polite_core::drive::{self, Answer, Io, NoJobs};
+use polite_core::testing::{SplitMix64, origin};
+use polite_core::{
+    Method, Outcome, Reply, RequestId, RequestInfo, RetryMachine, RetryPolicy, SendPlan,
+    TransportErrorKind,
+};
+
+#[derive(Debug)]
+struct Ans {
+    status: u16,
+    retry_after: Option<&'static str>,
+}
+
+impl Answer for Ans {
+    fn status(&self) -> u16 {
+        self.status
+    }
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        match name {
+            "retry-after" => self.retry_after.map(str::as_bytes),
+            _ => None,
+        }
+    }
+}
+
+/// Answers at once from a script; sleeping jumps the virtual clock; the
+/// caller "cancels" after a given number of sleeps, either visibly
+/// (`poll_cancel` ready) or only through `is_cancelled` (a cancel racing the
+/// end of a sleep).
+struct Scripted {
+    now: Cell<Instant>,
+    script: VecDeque<Result<Ans, TransportErrorKind>>,
+    sleeps: u32,
+    cancel_after_sleeps: Option<u32>,
+    cancel_visible: bool,
+    /// The caller cancels (from elsewhere) while the loop sleeps.
+    cancel_in_sleep: bool,
+    cancel_fired: bool,
+    plans: Vec<SendPlan>,
+}
+
+impl Scripted {
+    fn new(t0: Instant, script: Vec<Result<Ans, TransportErrorKind>>) -> Scripted {
+        Scripted {
+            now: Cell::new(t0),
+            script: script.into(),
+            sleeps: 0,
+            cancel_after_sleeps: None,
+            cancel_visible: true,
+            cancel_in_sleep: false,
+            cancel_fired: false,
+            plans: Vec::new(),
+        }
+    }
+    fn cancelled(&self) -> bool {
+        self.cancel_fired || self.cancel_after_sleeps.is_some_and(|n| self.sleeps >= n)
+    }
+}
+
+impl Io for Scripted {
+    type Answer = Ans;
+    type Sending = Ready<Result<Ans, TransportErrorKind>>;
+    fn now(&self) -> Instant {
+        self.now.get()
+    }
+    fn wall_clock(&self) -> SystemTime {
+        UNIX_EPOCH
+    }
+    fn send(&mut self, plan: &SendPlan) -> Self::Sending {
+        self.plans.push(*plan);
+        self.now.set(self.now.get() + Duration::from_millis(10));
+        ready(
+            self.script
+                .pop_front()
+                .unwrap_or(Err(TransportErrorKind::Other)),
+        )
+    }
+    fn poll_sleep(&mut self, cx: &mut Context<'_>, until: Instant) -> Poll<()> {
+        if self.cancel_in_sleep && !self.cancel_fired {
+            // The sleep is pending; the caller cancels half a second in.
+            self.cancel_fired = true;
+            self.now.set(self.now.get() + Duration::from_millis(500));
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.sleeps += 1;
+        self.now.set(self.now.get().max(until));
+        Poll::Ready(())
+    }
+    fn poll_cancel(&mut self, _: &mut Context<'_>) -> Poll<()> {
+        if self.cancel_visible && self.cancelled() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+    fn is_cancelled(&self) -> bool {
+        self.cancelled()
+    }
+}
+
+fn machine(t0: Instant) -> RetryMachine<SplitMix64> {
+    RetryMachine::new(
+        RetryPolicy::default(),
+        RequestInfo::new(RequestId(1), Method::Get),
+        SplitMix64::new(3),
+        t0,
+        Duration::from_secs(30),
+    )
+    .unwrap()
+}
+
+fn ok(status: u16) -> Result<Ans, TransportErrorKind> {
+    Ok(Ans {
+        status,
+        retry_after: None,
+    })
+}
+
+#[test]
+fn answers_records_and_headers_flow_through() {
+    let t0 = origin();
+    let mut io = Scripted::new(
+        t0,
+        vec![
+            Err(TransportErrorKind::Reset),
+            Ok(Ans {
+                status: 429,
+                retry_after: Some("3"),
+            }),
+            ok(200),
+        ],
+    );
+    let mut m = machine(t0);
+    let mut records = Vec::new();
+    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut |r| {
+        records.push(*r)
+    }));
+    assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
+    assert_eq!(done.sends, 3);
+    assert_eq!(done.answers.len(), 1);
+    assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(200));
+    let replies: Vec<Reply> = records.iter().map(|r| r.reply).collect();
+    assert_eq!(
+        replies,
+        vec![
+            Reply::Transport(TransportErrorKind::Reset),
+            Reply::Status(429),
+            Reply::Status(200)
+        ]
+    );
+    // The Retry-After header was read: 3 s between the second and third send.
+    let gap = records[1].next.unwrap();
+    assert_eq!(gap.delay, Duration::from_secs(3));
+    assert!(
+        io.plans
+            .iter()
+            .all(|p| p.abort_at == t0 + Duration::from_secs(32))
+    );
+}
+
+#[test]
+fn cancel_during_a_sleep_stops_without_another_send() {
+    let t0 = origin();
+    let mut io = Scripted::new(t0, vec![ok(503), ok(200)]);
+    io.cancel_in_sleep = true;
+    let mut m = machine(t0);
+    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut |_| {}));
+    assert_eq!(done.outcome, Outcome::Cancelled);
+    assert_eq!(done.sends, 1);
+    // It ended when the cancel came, not at the end of the sleep.
+    assert_eq!(io.now.get(), t0 + Duration::from_millis(510));
+    assert_eq!(io.sleeps, 0, "the sleep never completed");
+}
+
+#[test]
+fn cancel_racing_the_end_of_a_sleep_is_checked_before_sending() {
+    let t0 = origin();
+    let mut io = Scripted::new(t0, vec![ok(503), ok(200)]);
+    // The sleep ends normally (the cancel signal is not seen by the wait),
+    // but the caller has cancelled by the time the loop would send.
+    io.cancel_after_sleeps = Some(1);
+    io.cancel_visible = false;
+    let mut m = machine(t0);
+    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut |_| {}));
+    assert_eq!(done.outcome, Outcome::Cancelled);
+    assert_eq!(done.sends, 1, "no send after the cancel");
+}
+
+#[test]
+fn a_final_answer_is_handed_back() {
+    let t0 = origin();
+    let mut io = Scripted::new(t0, vec![ok(404)]);
+    let mut m = machine(t0);
+    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut |_| {}));
+    assert_eq!(done.outcome, Outcome::NotRetryable { status: 404 });
+    assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(404));
+}
