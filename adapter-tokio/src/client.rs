@@ -1,0 +1,102 @@
+//! [`Client`]: polite's calls on tokio.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use polite_client::{Config, Error, NeverCancel, Transport};
+use tokio_util::sync::CancellationToken;
+
+use crate::cancel::TokioCancel;
+use crate::clock::TokioClock;
+
+/// polite on tokio: every call runs the core machines through the one drive
+/// loop, on tokio time, with the transport `T` (reqwest by default).
+///
+/// Cheap to clone; clones share the transport, the configuration and (once
+/// pacing is configured) the throttle.
+#[derive(Debug)]
+pub struct Client<T> {
+    inner: Arc<polite_client::Client<T>>,
+}
+
+impl<T> Clone for Client<T> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl Client<crate::ReqwestTransport> {
+    /// A client over `reqwest` with the default configuration.
+    ///
+    /// ```
+    /// let client = polite_tokio::Client::new(reqwest::Client::new());
+    /// # drop(client);
+    /// ```
+    #[must_use]
+    pub fn new(http: reqwest::Client) -> Self {
+        match Self::with_transport(crate::ReqwestTransport::new(http), Config::default()) {
+            Ok(c) => c,
+            // The default configuration is valid (tested).
+            Err(e) => unreachable!("default configuration rejected: {e}"),
+        }
+    }
+}
+
+impl<T> Client<T>
+where
+    T: Transport,
+    T::Sending: Unpin,
+{
+    /// A client over any [`Transport`] with a configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] or [`Error::Config`] for a configuration that
+    /// makes no sense.
+    pub fn with_transport(transport: T, config: Config) -> Result<Self, Error> {
+        Ok(Client {
+            inner: Arc::new(polite_client::Client::new(transport, config)?),
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        self.inner.config()
+    }
+
+    /// One logical request with retries, inside the configured timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Outcome`] with the outcome and the last answer, for every
+    /// end but success.
+    pub async fn send(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, Error> {
+        self.inner
+            .send_with(request, TokioClock::new(), NeverCancel)
+            .await
+    }
+
+    /// Like [`send`](Self::send), ended at once (`Cancelled`) when `token`
+    /// is cancelled. A request already in flight is dropped; nothing
+    /// promises it did not reach the server.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Self::send).
+    pub async fn send_cancellable(
+        &self,
+        request: http::Request<Bytes>,
+        token: CancellationToken,
+    ) -> Result<http::Response<Bytes>, Error> {
+        self.inner
+            .send_with(request, TokioClock::new(), TokioCancel::new(token))
+            .await
+    }
+}

@@ -1,0 +1,244 @@
+//! polite-tokio on paused tokio time with an in-memory transport: long waits
+//! complete instantly and match the core simulator step for step.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use polite_core::TransportErrorKind;
+use polite_core::testing::{Scripted, Simulator};
+use polite_core::{
+    Jitter, Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
+};
+use polite_tokio::{BoxSending, CancellationToken, Client, Config, Error, Transport};
+
+/// Answers from a script after a fixed latency (tokio time), and records
+/// every request it saw with the instant it saw it.
+type Step = (u16, Option<&'static str>);
+type Seen = Vec<(Instant, http::Request<Bytes>)>;
+
+#[derive(Clone, Default)]
+struct Fake {
+    script: Arc<Mutex<VecDeque<Step>>>,
+    seen: Arc<Mutex<Seen>>,
+    latency: Duration,
+}
+
+impl Fake {
+    fn new(script: &[(u16, Option<&'static str>)], latency: Duration) -> Fake {
+        Fake {
+            script: Arc::new(Mutex::new(script.iter().copied().collect())),
+            seen: Arc::default(),
+            latency,
+        }
+    }
+    fn sends(&self) -> Vec<Instant> {
+        self.seen.lock().unwrap().iter().map(|(t, _)| *t).collect()
+    }
+}
+
+impl Transport for Fake {
+    type Sending = BoxSending;
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
+        let now = tokio::time::Instant::now().into_std();
+        self.seen.lock().unwrap().push((now, request));
+        let next = self.script.lock().unwrap().pop_front();
+        let latency = self.latency;
+        Box::pin(async move {
+            let Some((status, retry_after)) = next else {
+                // Out of script: hang until aborted.
+                tokio::time::sleep_until(tokio::time::Instant::from_std(abort_at)).await;
+                return Err(TransportErrorKind::Aborted);
+            };
+            tokio::time::sleep(latency).await;
+            let mut r = http::Response::new(Bytes::from_static(b"body"));
+            *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
+            if let Some(v) = retry_after {
+                r.headers_mut()
+                    .insert("retry-after", http::HeaderValue::from_static(v));
+            }
+            Ok(r)
+        })
+    }
+}
+
+fn get() -> http::Request<Bytes> {
+    http::Request::get("http://127.0.0.1:9/items/1")
+        .body(Bytes::new())
+        .unwrap()
+}
+
+fn quiet_policy() -> RetryPolicy {
+    let mut p = RetryPolicy::default();
+    p.backoff.jitter = Jitter::None;
+    p.max_retries.rate_limited = 10;
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hour_of_waiting_runs_instantly_and_matches_the_core_simulator() {
+    let script = [
+        (503, None),
+        (429, Some("50")),
+        (503, None),
+        (429, Some("59")),
+        (429, Some("45")),
+        (502, None),
+        (200, None),
+    ];
+    let latency = Duration::from_millis(20);
+    let fake = Fake::new(&script, latency);
+    let config = Config {
+        retry: quiet_policy(),
+        timeout: Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let client = Client::with_transport(fake.clone(), config).unwrap();
+    let wall = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now().into_std();
+    let resp = client.send(get()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        wall.elapsed() < Duration::from_secs(5),
+        "paused time runs instantly"
+    );
+
+    // The core simulator, same policy and script, same latencies.
+    let machine = RetryMachine::new(
+        quiet_policy(),
+        RequestInfo::new(RequestId(1), Method::Get),
+        SplitMix64::new(0),
+        t0,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let replies = script.iter().map(|(s, ra)| {
+        let r = Scripted::status(*s).after(latency);
+        match ra {
+            Some(v) => r.retry_after(*v),
+            None => r,
+        }
+    });
+    let trace = Simulator::new(t0).replies(replies).run(machine).unwrap();
+    assert_eq!(trace.outcome, Outcome::Succeeded { status: 200 });
+    let expected: Vec<Duration> = trace.sends().map(|(t, _)| t - t0).collect();
+    let actual: Vec<Duration> = fake.sends().iter().map(|t| *t - t0).collect();
+    assert_eq!(actual, expected);
+    assert!(*actual.last().unwrap() > Duration::from_secs(150));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_during_a_30s_backoff_returns_at_once() {
+    let fake = Fake::new(&[(503, Some("30")), (200, None)], Duration::from_millis(5));
+    let config = Config {
+        timeout: Duration::from_secs(120),
+        ..Config::default()
+    };
+    let client = Client::with_transport(fake.clone(), config).unwrap();
+    let token = CancellationToken::new();
+    let t0 = tokio::time::Instant::now();
+    let canceller = {
+        let token = token.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            token.cancel();
+        })
+    };
+    let err = client.send_cancellable(get(), token).await.unwrap_err();
+    canceller.await.unwrap();
+    assert_eq!(err.outcome(), Some(Outcome::Cancelled));
+    // Returned when the cancel came (3 s), not at the end of the 30 s wait.
+    assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    assert_eq!(fake.sends().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_server_is_aborted_by_the_deadline() {
+    let fake = Fake::new(&[], Duration::ZERO); // every send hangs
+    let config = Config {
+        timeout: Duration::from_secs(3),
+        ..Config::default()
+    };
+    let client = Client::with_transport(fake, config).unwrap();
+    let t0 = tokio::time::Instant::now();
+    let err = client.send(get()).await.unwrap_err();
+    assert_eq!(err.outcome(), Some(Outcome::TimedOut { needed: None }));
+    assert!(t0.elapsed() <= Duration::from_secs(3) + Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn final_answers_come_back_with_the_error() {
+    let fake = Fake::new(&[(404, None)], Duration::from_millis(5));
+    let client = Client::with_transport(fake, Config::default()).unwrap();
+    let err = client.send(get()).await.unwrap_err();
+    assert_eq!(err.outcome(), Some(Outcome::NotRetryable { status: 404 }));
+    assert_eq!(err.response().map(|r| r.status().as_u16()), Some(404));
+    assert!(matches!(err, Error::Outcome { .. }));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_without_idempotency_key_is_sent_once() {
+    let fake = Fake::new(
+        &[(503, None), (503, None), (201, None)],
+        Duration::from_millis(5),
+    );
+    let client = Client::with_transport(fake.clone(), Config::default()).unwrap();
+    let post = http::Request::post("http://127.0.0.1:9/items")
+        .body(Bytes::from_static(b"{}"))
+        .unwrap();
+    let err = client.send(post).await.unwrap_err();
+    assert!(matches!(err.outcome(), Some(Outcome::NotReplayable { .. })));
+    assert_eq!(fake.sends().len(), 1);
+    // With a key, it is retried.
+    let keyed = http::Request::post("http://127.0.0.1:9/items")
+        .header("Idempotency-Key", "abc")
+        .body(Bytes::from_static(b"{}"))
+        .unwrap();
+    let resp = client.send(keyed).await.unwrap();
+    assert_eq!(resp.status(), 201);
+    assert_eq!(fake.sends().len(), 3);
+}
+
+/// A writer that collects everything the tracing subscriber prints.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempt_records_reach_tracing_without_credentials() {
+    let capture = Capture::default();
+    let sink = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let fake = Fake::new(&[(503, Some("1")), (200, None)], Duration::from_millis(5));
+    let client = Client::with_transport(fake.clone(), Config::default()).unwrap();
+    let req = http::Request::get("http://127.0.0.1:9/items/1?token=SECRET-QUERY")
+        .header("Authorization", "Bearer SECRET")
+        .body(Bytes::from_static(b"SECRET-BODY"))
+        .unwrap();
+    client.send(req).await.unwrap();
+    // The transport did get the credentials (so the test means something).
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!(seen[0].1.headers()["authorization"], "Bearer SECRET");
+    drop(seen);
+
+    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("attempt"), "no attempt events: {text}");
+    assert!(text.contains("503"), "{text}");
+    assert!(!text.contains("SECRET"), "credentials leaked: {text}");
+}

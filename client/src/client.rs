@@ -1,0 +1,178 @@
+//! [`Client`]: `send` (and, with the pacing and poll machines, `wait` and
+//! `batch`) written once over the drive loop, for every adapter.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use polite_core::drive::{self, NoJobs};
+use polite_core::{Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64};
+
+use crate::error::Error;
+use crate::io::HttpIo;
+use crate::trace::trace_record;
+use crate::transport::{Cancel, Clock, Transport};
+
+/// What a [`Client`] applies to every call.
+///
+/// ```
+/// use polite_client::Config;
+/// use std::time::Duration;
+/// let c = Config { timeout: Duration::from_secs(10), ..Config::default() };
+/// assert_eq!(c.wait_param, "waitSeconds");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The retry rules for every attempt.
+    pub retry: RetryPolicy,
+    /// The budget of each call: its deadline is fixed when the call starts.
+    /// Default 30 s.
+    pub timeout: Duration,
+    /// The long-poll query parameter. Default `waitSeconds`.
+    pub wait_param: String,
+    /// A fixed seed for jitter (reproducible runs); default: process entropy.
+    pub seed: Option<u64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(30),
+            wait_param: "waitSeconds".to_owned(),
+            seed: None,
+        }
+    }
+}
+
+/// The client logic, runtime-neutral: adapters wrap it with their transport,
+/// clock and cancel signal.
+#[derive(Debug)]
+pub struct Client<T> {
+    transport: T,
+    config: Config,
+    ids: AtomicU64,
+    entropy: u64,
+}
+
+/// What polite knows about a request from its method and headers: a request
+/// with an `Idempotency-Key` header may be re-sent whatever its method; the
+/// body is `Bytes`, which can always be produced again.
+///
+/// ```
+/// let post = http::Request::post("http://127.0.0.1/x").body(bytes::Bytes::new()).unwrap();
+/// assert!(!polite_client::request_info(1, &post).is_replayable());
+/// let keyed = http::Request::post("http://127.0.0.1/x").header("Idempotency-Key", "k1")
+///     .body(bytes::Bytes::new()).unwrap();
+/// assert!(polite_client::request_info(2, &keyed).is_replayable());
+/// ```
+#[must_use]
+pub fn request_info(id: u64, request: &http::Request<Bytes>) -> RequestInfo {
+    let info = RequestInfo::new(
+        RequestId(id),
+        Method::parse(request.method().as_str().as_bytes()),
+    );
+    if request.headers().contains_key("idempotency-key") {
+        info.with_idempotency_key()
+    } else {
+        info
+    }
+}
+
+impl<T: Transport> Client<T>
+where
+    T::Sending: Unpin,
+{
+    /// A client over `transport`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] for a policy that makes no sense,
+    /// [`Error::Config`] for a bad long-poll parameter name.
+    pub fn new(transport: T, config: Config) -> Result<Client<T>, Error> {
+        config.retry.validate()?;
+        if !crate::io::valid_param_name(&config.wait_param) {
+            return Err(Error::Config(
+                "wait_param must be 1 to 64 ASCII letters, digits, '_', '-' or '.'",
+            ));
+        }
+        let entropy = RandomState::new().build_hasher().finish();
+        Ok(Client {
+            transport,
+            config,
+            ids: AtomicU64::new(1),
+            entropy,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn rng(&self, id: u64) -> SplitMix64 {
+        let seed = self.config.seed.unwrap_or(self.entropy);
+        SplitMix64::new(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
+    /// One logical request with retries, inside the configured timeout.
+    ///
+    /// Returns the answer when it is a success (below 400); otherwise an
+    /// [`Error::Outcome`] with the outcome and the last answer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Outcome`] for every end but success.
+    pub async fn send_with<K: Clock, C: Cancel>(
+        &self,
+        request: http::Request<Bytes>,
+        clock: K,
+        cancel: C,
+    ) -> Result<http::Response<Bytes>, Error> {
+        let id = self.next_id();
+        let now = clock.now();
+        let mut machine = RetryMachine::new(
+            self.config.retry,
+            request_info(id, &request),
+            self.rng(id),
+            now,
+            self.config.timeout,
+        )?;
+        let requests = std::slice::from_ref(&request);
+        let mut io = HttpIo::new(
+            &self.transport,
+            clock,
+            cancel,
+            requests,
+            &self.config.wait_param,
+        );
+        let done = drive::drive(&mut machine, &mut io, &mut NoJobs, &mut trace_record).await;
+        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
+        finish(done.outcome, last)
+    }
+}
+
+/// Maps an outcome and the last answer to the call's result.
+fn finish(
+    outcome: Outcome,
+    last: Option<http::Response<Bytes>>,
+) -> Result<http::Response<Bytes>, Error> {
+    match (outcome, last) {
+        (Outcome::Succeeded { .. }, Some(response)) => Ok(response),
+        (outcome, response) => Err(Error::Outcome {
+            outcome,
+            response: response.map(Box::new),
+        }),
+    }
+}

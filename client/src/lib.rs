@@ -1,0 +1,59 @@
+//! # polite-client
+//!
+//! The part of polite's adapters that does not depend on a runtime, written
+//! once: HTTP requests and answers (`http` types with `Bytes` bodies), the
+//! [`HttpIo`] that runs the core drive loop over an adapter's
+//! [`Transport`], [`Clock`] and [`Cancel`], the default job classifier
+//! [`JsonJob`], attempt records to `tracing`, and the [`Client`] calls.
+//!
+//! Adapters (`polite-tokio`, `polite-async-std`, `polite-blocking`) supply
+//! the three runtime-specific pieces and re-export the rest. Users normally
+//! use an adapter; this crate is for writing one.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_client::{Clock, Client, Config, NeverCancel, Transport};
+//! use polite_core::TransportErrorKind;
+//! use std::future::{Ready, ready};
+//! use std::task::{Context, Poll};
+//! use std::time::Instant;
+//!
+//! /// A transport that answers 200 "hi" at once.
+//! struct Hi;
+//! impl Transport for Hi {
+//!     type Sending = Ready<Result<http::Response<Bytes>, TransportErrorKind>>;
+//!     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+//!         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
+//!     }
+//! }
+//! /// A clock whose sleeps end at once (fine for a transport that never fails).
+//! struct Now;
+//! impl Clock for Now {
+//!     fn now(&self) -> Instant { polite_core::testing::origin() }
+//!     fn poll_sleep(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<()> { Poll::Ready(()) }
+//! }
+//!
+//! let client = Client::new(Hi, Config::default()).unwrap();
+//! let req = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+//! let resp = polite_core::drive::block_on(client.send_with(req, Now, NeverCancel)).unwrap();
+//! assert_eq!(resp.body().as_ref(), b"hi");
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod answer;
+mod client;
+mod error;
+mod io;
+mod job;
+mod trace;
+mod transport;
+
+pub use answer::HttpAnswer;
+pub use client::{Client, Config, request_info};
+pub use error::Error;
+pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
+pub use job::JsonJob;
+pub use trace::trace_record;
+pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};

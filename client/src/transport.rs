@@ -1,0 +1,145 @@
+//! The three things an adapter supplies: a [`Transport`] (its HTTP client), a
+//! [`Clock`] (its timer), and a [`Cancel`] signal. [`CancelToken`] is a
+//! runtime-neutral cancel signal any adapter can use.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use polite_core::TransportErrorKind;
+
+/// An HTTP client that performs one attempt.
+///
+/// Contract: the future resolves by `abort_at` at the latest — a transport
+/// that cannot interrupt an attempt must at least set its timeouts so that it
+/// gives up by then — with [`TransportErrorKind::Aborted`] if it had to abort.
+/// The body is read whole (adapters cap its size).
+///
+/// ```
+/// use bytes::Bytes;
+/// use polite_client::Transport;
+/// use polite_core::TransportErrorKind;
+/// use std::future::{Ready, ready};
+/// use std::time::Instant;
+///
+/// /// Answers 204 to everything.
+/// struct NoContent;
+/// impl Transport for NoContent {
+///     type Sending = Ready<Result<http::Response<Bytes>, TransportErrorKind>>;
+///     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+///         let mut r = http::Response::new(Bytes::new());
+///         *r.status_mut() = http::StatusCode::NO_CONTENT;
+///         ready(Ok(r))
+///     }
+/// }
+/// ```
+pub trait Transport {
+    /// One attempt in progress.
+    type Sending: Future<Output = Result<http::Response<Bytes>, TransportErrorKind>>;
+    /// Starts an attempt that must be over by `abort_at`.
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending;
+}
+
+/// A monotonic clock with a timer.
+pub trait Clock {
+    /// The monotonic time now.
+    fn now(&self) -> Instant;
+    /// Ready once `now() >= until`; otherwise arranges a wake-up at `until`.
+    fn poll_sleep(&mut self, cx: &mut Context<'_>, until: Instant) -> Poll<()>;
+}
+
+/// A cancellation signal.
+pub trait Cancel {
+    /// Ready once cancelled (and from then on); wakes the task at once when
+    /// the caller cancels.
+    fn poll_cancelled(&mut self, cx: &mut Context<'_>) -> Poll<()>;
+    /// Whether the caller has cancelled.
+    fn is_cancelled(&self) -> bool;
+}
+
+/// Never cancelled.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NeverCancel;
+
+impl Cancel for NeverCancel {
+    fn poll_cancelled(&mut self, _: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+    fn is_cancelled(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    cancelled: AtomicBool,
+    wakers: Mutex<Vec<Waker>>,
+}
+
+/// A runtime-neutral cancellation token: clone it, hand a clone to the work,
+/// call [`cancel`](CancelToken::cancel) from anywhere (another thread, a
+/// signal handler thread); every pending wait on it wakes at once.
+///
+/// ```
+/// use polite_client::{Cancel, CancelToken};
+/// let token = CancelToken::new();
+/// let for_work = token.clone();
+/// assert!(!for_work.is_cancelled());
+/// token.cancel();
+/// assert!(for_work.is_cancelled());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<Shared>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    #[must_use]
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// Cancels, waking every task waiting on this token or a clone of it.
+    pub fn cancel(&self) {
+        self.0.cancelled.store(true, Ordering::SeqCst);
+        let wakers =
+            std::mem::take(&mut *self.0.wakers.lock().unwrap_or_else(PoisonError::into_inner));
+        for w in wakers {
+            w.wake();
+        }
+    }
+}
+
+impl Cancel for CancelToken {
+    fn poll_cancelled(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_cancelled() {
+            return Poll::Ready(());
+        }
+        {
+            let mut wakers = self.0.wakers.lock().unwrap_or_else(PoisonError::into_inner);
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+        }
+        // A cancel between the first check and the registration must not be lost.
+        if self.is_cancelled() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+    fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Cancel + ?Sized> Cancel for &mut C {
+    fn poll_cancelled(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        (**self).poll_cancelled(cx)
+    }
+    fn is_cancelled(&self) -> bool {
+        (**self).is_cancelled()
+    }
+}
