@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use polite_client::{Config, Error, NeverCancel, Transport};
+use polite_client::{Config, Error, HttpAnswer, JobDone, NeverCancel, Transport};
+use polite_core::Notice;
+use polite_core::drive::Classify;
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel::TokioCancel;
@@ -97,6 +99,47 @@ where
     ) -> Result<http::Response<Bytes>, Error> {
         self.inner
             .send_with(request, TokioClock::new(), TokioCancel::new(token))
+            .await
+    }
+
+    /// Waits for a remote job (long poll first, permanent fallback to
+    /// backoff), reading each answer with `classify` (e.g.
+    /// [`JsonJob`](polite_client::JsonJob)), inside the configured timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Outcome`] for every end but a terminal job state.
+    pub async fn wait<J: Classify<HttpAnswer>>(
+        &self,
+        request: http::Request<Bytes>,
+        classify: &mut J,
+    ) -> Result<JobDone, Error> {
+        self.inner
+            .wait_with(request, classify, TokioClock::new(), NeverCancel, |_| {})
+            .await
+    }
+
+    /// Like [`wait`](Self::wait), cancellable through `token`, with the
+    /// one-time fallback notice handed to `on_notice`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`wait`](Self::wait).
+    pub async fn wait_with<J: Classify<HttpAnswer>>(
+        &self,
+        request: http::Request<Bytes>,
+        classify: &mut J,
+        token: CancellationToken,
+        on_notice: impl FnMut(Notice),
+    ) -> Result<JobDone, Error> {
+        self.inner
+            .wait_with(
+                request,
+                classify,
+                TokioClock::new(),
+                TokioCancel::new(token),
+                on_notice,
+            )
             .await
     }
 }

@@ -30,7 +30,8 @@ mod reqwest_transport;
 pub use cancel::{TokioCancel, cancel_on_ctrl_c};
 pub use client::Client;
 pub use clock::TokioClock;
-pub use polite_client::{Config, Error, Transport};
+pub use polite_client::{Config, Error, HttpAnswer, JobDone, JsonJob, Transport};
+pub use polite_core::{Notice, Outcome};
 #[cfg(feature = "reqwest")]
 pub use reqwest_transport::{BoxSending, ReqwestTransport};
 pub use tokio_util::sync::CancellationToken;

@@ -7,8 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use polite_core::drive::{self, NoJobs};
-use polite_core::{Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64};
+use polite_core::drive::{self, Classify, NoJobs, Observe};
+use polite_core::{
+    Method, Notice, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo, RetryMachine,
+    RetryPolicy, SplitMix64,
+};
+
+use crate::answer::HttpAnswer;
 
 use crate::error::Error;
 use crate::io::HttpIo;
@@ -21,7 +26,7 @@ use crate::transport::{Cancel, Clock, Transport};
 /// use polite_client::Config;
 /// use std::time::Duration;
 /// let c = Config { timeout: Duration::from_secs(10), ..Config::default() };
-/// assert_eq!(c.wait_param, "waitSeconds");
+/// assert_eq!(c.poll.wait_param, "waitSeconds");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -30,8 +35,10 @@ pub struct Config {
     /// The budget of each call: its deadline is fixed when the call starts.
     /// Default 30 s.
     pub timeout: Duration,
-    /// The long-poll query parameter. Default `waitSeconds`.
-    pub wait_param: String,
+    /// How `wait` polls a job (long poll first, then backoff; terminal
+    /// states; the long-poll query parameter, default `waitSeconds`). Its
+    /// `retry` field is ignored: `retry` above applies to every call.
+    pub poll: PollPolicy,
     /// A fixed seed for jitter (reproducible runs); default: process entropy.
     pub seed: Option<u64>,
 }
@@ -41,7 +48,7 @@ impl Default for Config {
         Config {
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(30),
-            wait_param: "waitSeconds".to_owned(),
+            poll: PollPolicy::default(),
             seed: None,
         }
     }
@@ -93,7 +100,8 @@ where
     /// [`Error::Config`] for a bad long-poll parameter name.
     pub fn new(transport: T, config: Config) -> Result<Client<T>, Error> {
         config.retry.validate()?;
-        if !crate::io::valid_param_name(&config.wait_param) {
+        config.poll_policy().validate()?;
+        if !crate::io::valid_param_name(config.poll.wait_param) {
             return Err(Error::Config(
                 "wait_param must be 1 to 64 ASCII letters, digits, '_', '-' or '.'",
             ));
@@ -155,11 +163,109 @@ where
             clock,
             cancel,
             requests,
-            &self.config.wait_param,
+            self.config.poll.wait_param,
         );
-        let done = drive::drive(&mut machine, &mut io, &mut NoJobs, &mut trace_record).await;
+        let done = drive::drive(
+            &mut machine,
+            &mut io,
+            &mut NoJobs,
+            &mut drive::records(trace_record),
+        )
+        .await;
         let last = done.answers.into_iter().next().flatten().map(|a| a.0);
         finish(done.outcome, last)
+    }
+
+    /// Waits for a remote job: polls `request` (normally a `GET` of the job
+    /// resource) with `PollMachine` — long polls first, a permanent fallback
+    /// to backoff when the server rejects the wait parameter — until the job
+    /// reaches a terminal state, inside the configured timeout. `classify`
+    /// reads each answer ([`JsonJob`](crate::JsonJob) for JSON status
+    /// bodies); `on_notice` hears the one-time fallback notice.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Outcome`] for every end but a terminal state (a job that
+    /// ended `failed` is *not* an error here: the state is handed back).
+    pub async fn wait_with<J, K, C, N>(
+        &self,
+        request: http::Request<Bytes>,
+        classify: &mut J,
+        clock: K,
+        cancel: C,
+        on_notice: N,
+    ) -> Result<JobDone, Error>
+    where
+        J: Classify<HttpAnswer>,
+        K: Clock,
+        C: Cancel,
+        N: FnMut(Notice),
+    {
+        let id = self.next_id();
+        let now = clock.now();
+        let mut machine = PollMachine::new(
+            self.config.poll_policy(),
+            request_info(id, &request),
+            self.rng(id),
+            now,
+            self.config.timeout,
+        )?;
+        let requests = std::slice::from_ref(&request);
+        let mut io = HttpIo::new(
+            &self.transport,
+            clock,
+            cancel,
+            requests,
+            self.config.poll.wait_param,
+        );
+        let mut observer = Tracing { on_notice };
+        let done = drive::drive(&mut machine, &mut io, classify, &mut observer).await;
+        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
+        match (done.outcome, last) {
+            (Outcome::Terminal { state }, Some(response)) => Ok(JobDone {
+                state: state.as_str().to_owned(),
+                response,
+            }),
+            (outcome, response) => Err(Error::Outcome {
+                outcome,
+                response: response.map(Box::new),
+            }),
+        }
+    }
+}
+
+impl Config {
+    /// The poll policy `wait` runs: `poll` with `retry` as its retry rules.
+    #[must_use]
+    pub fn poll_policy(&self) -> PollPolicy {
+        PollPolicy {
+            retry: self.retry,
+            ..self.poll
+        }
+    }
+}
+
+/// A job that reached a terminal state.
+#[derive(Debug)]
+pub struct JobDone {
+    /// The terminal state (`passed`, `failed`, `cancelled`, ...).
+    pub state: String,
+    /// The answer that reported it.
+    pub response: http::Response<Bytes>,
+}
+
+/// Records to `tracing`, notices to `tracing` and to the caller.
+struct Tracing<N> {
+    on_notice: N,
+}
+
+impl<N: FnMut(Notice)> Observe for Tracing<N> {
+    fn record(&mut self, record: &polite_core::AttemptRecord) {
+        trace_record(record);
+    }
+    fn notice(&mut self, notice: Notice) {
+        tracing::warn!(target: "polite", %notice);
+        (self.on_notice)(notice);
     }
 }
 

@@ -116,10 +116,60 @@ fn backoff_delays(c: &mut Criterion) {
     g.finish();
 }
 
+/// A `PollMachine` with a poll in flight; `long_poll_first` picks the mode.
+fn poll_in_flight(
+    long_poll_first: bool,
+    t0: Instant,
+) -> (polite_core::PollMachine<SplitMix64>, SendPlan) {
+    let policy = polite_core::PollPolicy {
+        long_poll_first,
+        ..polite_core::PollPolicy::default()
+    };
+    let mut m = polite_core::PollMachine::new(
+        policy,
+        RequestInfo::new(RequestId(1), Method::Get),
+        SplitMix64::new(7),
+        t0,
+        Duration::from_secs(600),
+    )
+    .expect("valid policy");
+    let Action::Send(plan) = m.poll_action() else {
+        unreachable!("a new machine polls first")
+    };
+    (m, plan)
+}
+
+/// One poll decision: a pending answer in, the next action out (long poll:
+/// the next send at once; backoff: a jittered sleep on the schedule).
+fn poll_decisions(c: &mut Criterion) {
+    let t0 = origin();
+    let now = t0 + Duration::from_secs(25);
+    let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let pending = polite_core::JobReport::State("running");
+    let mut g = c.benchmark_group("poll_decision");
+    for (name, long_poll_first) in [("pending_long_poll", true), ("pending_backoff", false)] {
+        g.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || poll_in_flight(long_poll_first, t0),
+                |(m, plan)| {
+                    m.handle(
+                        now,
+                        Event::Response(Response::new(plan.id, 200, wall).job(pending)),
+                    );
+                    black_box(m.poll_action())
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     retry_decisions,
     retry_after_parsing,
-    backoff_delays
+    backoff_delays,
+    poll_decisions
 );
 criterion_main!(benches);

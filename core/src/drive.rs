@@ -22,6 +22,7 @@ use std::time::{Instant, SystemTime};
 use crate::event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
+use crate::poll::Notice;
 use crate::record::AttemptRecord;
 
 /// What a send produced, as far as the machines look at it.
@@ -58,6 +59,43 @@ pub struct NoJobs;
 impl<A> Classify<A> for NoJobs {
     fn job<'a>(&'a mut self, _answer: &'a A) -> Option<JobReport<'a>> {
         None
+    }
+}
+
+/// Sees what the loop learns besides actions: every attempt record, and the
+/// machine's one-time notices. `()` observes nothing; [`records`] turns a
+/// closure over records into an observer.
+pub trait Observe {
+    /// An attempt record (adapters forward it to `tracing`).
+    fn record(&mut self, record: &AttemptRecord);
+    /// A notice for the user, e.g. "server does not support long-poll;
+    /// switching to backoff". Ignored by default.
+    fn notice(&mut self, notice: Notice) {
+        let _ = notice;
+    }
+}
+
+impl Observe for () {
+    fn record(&mut self, _: &AttemptRecord) {}
+}
+
+/// An observer that hands each record to a closure (and ignores notices).
+#[derive(Debug)]
+pub struct Records<F>(F);
+
+/// Observes records with `f`.
+///
+/// ```
+/// let mut n = 0;
+/// let _observer = polite_core::drive::records(|_record| n += 1);
+/// ```
+pub fn records<F: FnMut(&AttemptRecord)>(f: F) -> Records<F> {
+    Records(f)
+}
+
+impl<F: FnMut(&AttemptRecord)> Observe for Records<F> {
+    fn record(&mut self, record: &AttemptRecord) {
+        (self.0)(record);
     }
 }
 
@@ -117,7 +155,7 @@ enum Woke<A> {
 
 /// Runs `machine` to its end over `io`. `classify` reads job reports (use
 /// [`NoJobs`] for machines other than `PollMachine`); `observe` sees every
-/// attempt record (adapters forward them to `tracing`).
+/// attempt record (adapters forward them to `tracing`) and every notice.
 ///
 /// ```
 /// use polite_core::drive::{self, Answer, Io, NoJobs};
@@ -159,7 +197,7 @@ enum Woke<A> {
 /// let mut m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
 ///                               SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
 /// let mut records = 0;
-/// let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut |_| records += 1));
+/// let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut drive::records(|_| records += 1)));
 /// assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
 /// assert_eq!(done.answers[0].as_ref().map(|a| a.0), Some(200));
 /// assert_eq!((done.sends, records), (2, 2));
@@ -174,7 +212,7 @@ where
     M: Machine + ?Sized,
     I: Io,
     C: Classify<I::Answer> + ?Sized,
-    O: FnMut(&AttemptRecord) + ?Sized,
+    O: Observe + ?Sized,
 {
     let mut flying: Vec<(SendId, Pin<Box<I::Sending>>)> = Vec::new();
     let mut answers: Vec<Option<I::Answer>> = Vec::new();
@@ -243,7 +281,10 @@ where
             }
         }
         while let Some(record) = machine.take_record() {
-            observe(&record);
+            observe.record(&record);
+        }
+        while let Some(notice) = machine.take_notice() {
+            observe.notice(notice);
         }
     }
 }

@@ -107,6 +107,21 @@
 //! error is an invalid policy at construction ([`PolicyError`], naming the
 //! field). Nothing here panics on input.
 //!
+//! ## Pacing many requests
+//!
+//! Concurrency and rate are different limits, and both are needed (SPEC §4).
+//! [`RateThrottle`] is a sliding-window log (default 50 sends per 60 s, a
+//! 50 ms margin on refusals) with a shared cool-down after a 429; the
+//! [`Pace`] trait lets several machines share one (`Arc<Mutex<_>>` across
+//! tasks, `Rc<RefCell<_>>` on one thread). [`Paced`] passes every send of a
+//! single machine through a pace — retries are requests too.
+//! [`BatchMachine`] runs N logical requests under one deadline with a
+//! concurrency limit and a pace, restarts items that end `RateLimited`
+//! within that deadline (bounded, without refilling their budgets), and
+//! ends with [`Outcome::BatchDone`], `TimedOut` or `Cancelled`; each item's
+//! outcome is in [`BatchMachine::outcomes`]. **The throttle is in-process:
+//! separate processes do not coordinate through it.**
+//!
 //! ## Choices where SPEC.md is silent
 //!
 //! * Statuses `100..=399` are successes; statuses outside `100..=599` are
@@ -121,16 +136,25 @@
 //!   at the deadline it stops with `TimedOut` and the adapter drops the
 //!   attempt. An adapter that cannot interrupt an attempt is still bounded by
 //!   `abort_at`.
+//! * [`PollMachine`] (waiting for a remote job) lists its own choices on its
+//!   type docs: it stops with `TimedOut` when under one whole second is left
+//!   for a long poll (a `waitSeconds=0` busy loop), retry budgets bound
+//!   *consecutive* failed polls (they reset after every proper answer), a
+//!   success without a job report ends with `NotRetryable`, and long polls
+//!   that come back early are spaced at least 1 s apart.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod backoff;
+mod batch;
 pub mod drive;
 mod event;
 mod machine;
 mod outcome;
+mod pace;
 mod policy;
+mod poll;
 mod record;
 mod request;
 mod retry;
@@ -139,12 +163,15 @@ mod rng;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use batch::{BatchMachine, BatchPolicy};
 pub use event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
 pub use machine::Machine;
 pub use outcome::{Outcome, Reply, RetryClass, StateName};
+pub use pace::{Pace, Paced, RateThrottle, Unpaced};
 pub use policy::{
     Backoff, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy, StatusSet,
 };
+pub use poll::{Notice, PollMachine, PollMode, PollPolicy, TerminalStates};
 pub use rand_core;
 pub use record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 pub use request::{Method, RequestId, RequestInfo};

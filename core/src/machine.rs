@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use crate::event::{Action, Event};
+use crate::poll::Notice;
 use crate::record::AttemptRecord;
 
 /// A sans-IO machine: events in with the current time, actions out.
@@ -30,6 +31,49 @@ pub trait Machine {
     fn poll_action(&mut self) -> Action;
     /// The record of the last answered attempt, once.
     fn take_record(&mut self) -> Option<AttemptRecord>;
+    /// The machine's fixed deadline, when it tells (`None` by default).
+    /// Wrappers such as [`Paced`](crate::Paced) use it to stop at once when
+    /// the next permitted send would fall at or after it.
+    ///
+    /// ```
+    /// use polite_core::{Machine, Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), t0, Duration::from_secs(5)).unwrap();
+    /// assert_eq!(Machine::deadline(&m), Some(t0 + Duration::from_secs(5)));
+    /// ```
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    /// A one-time notice for the user (e.g. `PollMachine` falling back from
+    /// long polling), once; `None` by default.
+    fn take_notice(&mut self) -> Option<Notice> {
+        None
+    }
+}
+
+/// A machine borrowed mutably is a machine: drive it and keep it to read
+/// its results afterwards (e.g. [`BatchMachine::outcomes`](crate::BatchMachine::outcomes)).
+impl<M: Machine + ?Sized> Machine for &mut M {
+    #[inline]
+    fn handle(&mut self, now: Instant, event: Event<'_>) {
+        (**self).handle(now, event);
+    }
+    #[inline]
+    fn poll_action(&mut self) -> Action {
+        (**self).poll_action()
+    }
+    fn take_record(&mut self) -> Option<AttemptRecord> {
+        (**self).take_record()
+    }
+    fn deadline(&self) -> Option<Instant> {
+        (**self).deadline()
+    }
+    fn take_notice(&mut self) -> Option<Notice> {
+        (**self).take_notice()
+    }
 }
 
 impl<R: rand_core::Rng> Machine for crate::retry::RetryMachine<R> {
@@ -43,5 +87,8 @@ impl<R: rand_core::Rng> Machine for crate::retry::RetryMachine<R> {
     }
     fn take_record(&mut self) -> Option<AttemptRecord> {
         crate::retry::RetryMachine::take_record(self)
+    }
+    fn deadline(&self) -> Option<Instant> {
+        Some(crate::retry::RetryMachine::deadline(self))
     }
 }

@@ -179,13 +179,28 @@ pub enum Outcome {
     Cancelled,
     /// The session generation changed; the answer was dropped undelivered.
     Stale,
+    /// A batch ([`BatchMachine`](crate::BatchMachine)) in which every item
+    /// ended on its own: none was cut short by the batch's deadline (that
+    /// ends the batch `TimedOut`) or by a cancel (`Cancelled`). Each item's
+    /// own outcome is in [`BatchMachine::outcomes`](crate::BatchMachine::outcomes).
+    BatchDone {
+        /// Items that ended `Succeeded`.
+        succeeded: u32,
+        /// Items that ended otherwise (`NotRetryable`, `RateLimited`, ...).
+        failed: u32,
+    },
 }
 
 impl Outcome {
-    /// `Succeeded` or `Terminal`.
+    /// `Succeeded` or `Terminal`, or a `BatchDone` in which no item failed.
     #[must_use]
     pub const fn is_success(&self) -> bool {
-        matches!(self, Outcome::Succeeded { .. } | Outcome::Terminal { .. })
+        matches!(
+            self,
+            Outcome::Succeeded { .. }
+                | Outcome::Terminal { .. }
+                | Outcome::BatchDone { failed: 0, .. }
+        )
     }
 }
 
@@ -205,6 +220,9 @@ impl std::fmt::Display for Outcome {
             Outcome::TimedOut { .. } => f.write_str("timed out"),
             Outcome::Cancelled => f.write_str("cancelled"),
             Outcome::Stale => f.write_str("stale session"),
+            Outcome::BatchDone { succeeded, failed } => {
+                write!(f, "batch done: {succeeded} succeeded, {failed} failed")
+            }
         }
     }
 }

@@ -189,13 +189,13 @@ enum Phase {
 /// the part a batch keeps per item.
 #[derive(Clone, Debug)]
 pub(crate) struct RetryState {
-    request: RequestInfo,
+    pub(crate) request: RequestInfo,
     item: u32,
     deadline: Instant,
     abort_at: Instant,
     last_now: Instant,
-    sent: u32,
-    spent: Spent,
+    pub(crate) sent: u32,
+    pub(crate) spent: Spent,
     phase: Phase,
     record: Option<AttemptRecord>,
 }
@@ -223,7 +223,6 @@ impl RetryState {
 
     /// Whether the next call to `poll_action` would send (used by pacing to
     /// gate sends through a throttle).
-    #[allow(dead_code)] // used by the pacing layer
     pub(crate) fn wants_send(&self) -> bool {
         self.phase == Phase::Ready && self.last_now < self.deadline
     }

@@ -49,6 +49,11 @@ pub fn origin() -> Instant {
 
 pub use crate::rng::SplitMix64;
 
+mod poll_check;
+pub use poll_check::{JobBoard, PollChecker, PollTrace};
+mod batch_check;
+pub use batch_check::BatchChecker;
+
 /// A "generator" that always yields the same `u64`: for tables that fix the
 /// jitter draw (`Fixed(0)` is `u = 0`, `Fixed(u64::MAX)` is `u` just under 1).
 ///
@@ -220,6 +225,7 @@ pub struct Simulator {
     cancel_at: Option<Instant>,
     wall: SystemTime,
     checker: Option<Checker>,
+    batch_checker: Option<BatchChecker>,
     max_steps: usize,
 }
 
@@ -234,6 +240,7 @@ impl Simulator {
             cancel_at: None,
             wall: UNIX_EPOCH + Duration::from_secs(1_700_000_000),
             checker: None,
+            batch_checker: None,
             max_steps: 10_000,
         }
     }
@@ -293,6 +300,14 @@ impl Simulator {
         self
     }
 
+    /// Checks every step with a [`BatchChecker`] (for a `BatchMachine`);
+    /// [`run`](Self::run) fails on the first violation.
+    #[must_use]
+    pub fn check_batch(mut self, checker: BatchChecker) -> Simulator {
+        self.batch_checker = Some(checker);
+        self
+    }
+
     /// Runs the machine to its end.
     ///
     /// # Errors
@@ -308,6 +323,9 @@ impl Simulator {
         for _ in 0..self.max_steps {
             let action = machine.poll_action();
             if let Some(c) = &mut self.checker {
+                c.output(now, &action)?;
+            }
+            if let Some(c) = &mut self.batch_checker {
                 c.output(now, &action)?;
             }
             steps.push(Step { at: now, action });
@@ -395,6 +413,9 @@ impl Simulator {
         event: Event<'_>,
     ) -> Result<(), Violation> {
         if let Some(c) = &mut self.checker {
+            c.input(now, &event);
+        }
+        if let Some(c) = &mut self.batch_checker {
             c.input(now, &event);
         }
         machine.handle(now, event);

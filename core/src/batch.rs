@@ -1,0 +1,832 @@
+//! [`BatchMachine`]: many logical requests under one deadline, a
+//! concurrency limit and a [`Pace`](crate::Pace) (SPEC §4).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use rand_core::Rng;
+
+use crate::event::{Action, Event, SendPlan};
+use crate::machine::Machine;
+use crate::outcome::{Outcome, RetryClass};
+use crate::pace::{Pace, cool_down_after};
+use crate::policy::{PolicyError, RetryPolicy};
+use crate::record::AttemptRecord;
+use crate::request::RequestInfo;
+use crate::retry::{RetryState, deadline_after, later};
+
+/// How a batch runs: the retry rules of each item, how many items may be in
+/// flight at once, and how often the batch itself restarts an item that
+/// ended `RateLimited`.
+///
+/// ```
+/// use polite_core::BatchPolicy;
+/// let p = BatchPolicy::default();
+/// assert_eq!((p.concurrency, p.max_restarts), (4, 2));
+/// assert!(p.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchPolicy {
+    /// The retry rules of every item (SPEC §2), applied per item.
+    pub retry: RetryPolicy,
+    /// At most this many sends in flight at once. Default 4.
+    pub concurrency: u32,
+    /// At most this many batch-level restarts per item after it ended
+    /// `RateLimited` (its 429 budget spent, or the server asked for longer
+    /// than the automatic wait cap). Default 2; 0 turns restarts off.
+    pub max_restarts: u32,
+}
+
+impl Default for BatchPolicy {
+    fn default() -> Self {
+        BatchPolicy {
+            retry: RetryPolicy::default(),
+            concurrency: 4,
+            max_restarts: 2,
+        }
+    }
+}
+
+impl BatchPolicy {
+    /// Checks the policy; [`BatchMachine`] constructors call this.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Invalid`] naming the field: `concurrency` (zero), or a
+    /// field of `retry` (see [`RetryPolicy::validate`]).
+    ///
+    /// ```
+    /// use polite_core::{BatchPolicy, PolicyError};
+    /// let p = BatchPolicy { concurrency: 0, ..BatchPolicy::default() };
+    /// assert!(matches!(p.validate(), Err(PolicyError::Invalid { field: "concurrency", .. })));
+    /// ```
+    pub const fn validate(&self) -> Result<(), PolicyError> {
+        if self.concurrency == 0 {
+            return Err(PolicyError::Invalid {
+                field: "concurrency",
+                reason: "must be at least 1",
+            });
+        }
+        self.retry.validate()
+    }
+}
+
+/// What the batch waits for on an item's behalf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Nothing: the item is fresh, ready, in flight or ended.
+    Nothing,
+    /// The item's backoff: it may send again at this instant.
+    Retry(Instant),
+    /// The item ended `ended` (`RateLimited`); the batch restarts it at
+    /// this instant. If the batch ends first, `ended` is its outcome.
+    Restart { at: Instant, ended: Outcome },
+}
+
+#[derive(Clone, Debug)]
+struct Item {
+    state: RetryState,
+    restarts: u32,
+    wait: Wait,
+}
+
+/// N logical requests (e.g. "start 100 test runs") sent under one deadline
+/// for the whole batch, at most `concurrency` at once, every attempt (first
+/// sends and retries) passing one [`Pace`].
+///
+/// Each item is a logical request with the retry rules of SPEC §2 (the
+/// same code as [`RetryMachine`](crate::RetryMachine)); its sends carry
+/// `SendPlan::id.item` = its index in the input.
+///
+/// **Inputs**: [`handle`](Self::handle)`(now, event)`; answers name their
+/// item by `SendId::item`. **Outputs**: [`poll_action`](Self::poll_action):
+///
+/// * `Send(plan)`: several in a row when several items may go; ask again.
+/// * `SleepUntil(t)`: nothing due before `t` — the next backoff or restart,
+///   the instant the pace grants, or the deadline — other than answers to
+///   the sends in flight. `t` is never after the deadline.
+/// * `Stop(outcome)`: every item has ended (see below); sticky.
+///
+/// **Outcomes.** Every item ends with exactly one outcome, in
+/// [`outcomes`](Self::outcomes) in input order. The batch's own outcome:
+///
+/// * `Cancelled` when the caller cancelled (items not yet ended end
+///   `Cancelled`; nothing promises that requests in flight did not reach
+///   the server);
+/// * `TimedOut { needed: None }` when any item ended `TimedOut`: the
+///   deadline came while it was unfinished, or its next permitted send
+///   (backoff, `Retry-After`, or the pace's grant) would have been at or
+///   after the deadline — items waiting for the pace then stop at once,
+///   with `needed` set, instead of sleeping for nothing;
+/// * otherwise [`Outcome::BatchDone`]`{ succeeded, failed }`.
+///
+/// **Rate-limited items are retried by the batch** (SPEC §4), within the
+/// same deadline: an item that ends `RateLimited { retry_at }` is restarted
+/// at `retry_at` (or, without a server time, after `policy.retry.backoff.cap`),
+/// through the pace like every send, if that instant is before the deadline,
+/// at most `retry.retry_after.max` away, and the item has been restarted
+/// fewer than `max_restarts` times. A restart **continues the same logical
+/// request**: its per-class retry counters and attempt numbers carry over,
+/// so budgets are not multiplied — after its 429 budget is spent, each
+/// restart adds exactly one send. An item sends at most
+/// `1 + rate_limited + server_error + transport + max_restarts` times.
+///
+/// **Shared cool-down**: a rate-limited answer with a valid `Retry-After`
+/// calls [`Pace::cool_down`] (delay clamped to `retry.retry_after`
+/// `min..=max`), so the other items — and every other machine sharing the
+/// pace — wait too.
+///
+/// **Invariants** (property-tested with `testing::BatchChecker`, feature
+/// `testing`): at most `concurrency`
+/// sends in flight; no sleep past the deadline and no send at or after it;
+/// every send carries `abort_at = deadline + cushion`; every item ends
+/// exactly once; `Stop` is sticky; after `Cancel` the next action is
+/// `Stop(Cancelled)`.
+///
+/// Memory is allocated at construction (one state per item); `handle` and
+/// `poll_action` do not allocate.
+///
+/// ```
+/// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RateThrottle,
+///                   RequestId, RequestInfo, Response};
+/// use polite_core::testing::SplitMix64;
+/// use std::time::{Duration, Instant, UNIX_EPOCH};
+///
+/// let t0 = Instant::now();
+/// let requests = (0..3).map(|i| RequestInfo::new(RequestId(i), Method::Get)).collect();
+/// let policy = BatchPolicy { concurrency: 2, ..BatchPolicy::default() };
+/// let throttle = RateThrottle::new(2, Duration::from_secs(1)).unwrap();
+/// let mut batch = BatchMachine::new(policy, requests, SplitMix64::new(1), throttle, t0,
+///                                   Duration::from_secs(30)).unwrap();
+///
+/// let Action::Send(a) = batch.poll_action() else { unreachable!() };
+/// let Action::Send(b) = batch.poll_action() else { unreachable!() };
+/// assert_eq!((a.id.item, b.id.item), (0, 1));
+/// // Two in flight: wait for an answer (or the deadline).
+/// assert_eq!(batch.poll_action(), Action::SleepUntil(t0 + Duration::from_secs(30)));
+///
+/// let t1 = t0 + Duration::from_millis(20);
+/// batch.handle(t1, Event::Response(Response::new(a.id, 200, UNIX_EPOCH)));
+/// // A slot is free, but the throttle allows 2 per second: wait (+ 50 ms margin).
+/// assert_eq!(batch.poll_action(), Action::SleepUntil(t0 + Duration::from_millis(1050)));
+/// ```
+#[derive(Debug)]
+pub struct BatchMachine<R, P> {
+    policy: BatchPolicy,
+    rng: R,
+    pace: P,
+    items: Vec<Item>,
+    outcomes: Vec<Option<Outcome>>,
+    /// Started items ready to send (after a backoff or a restart).
+    ready: VecDeque<u32>,
+    /// Items at or after this index have never been sent.
+    fresh: u32,
+    in_flight: u32,
+    ended: u32,
+    deadline: Instant,
+    now: Instant,
+    /// The earliest `Wait::Retry`/`Wait::Restart` instant.
+    next_wake: Option<Instant>,
+    /// The pace refused until this instant.
+    refused_until: Option<Instant>,
+    cancelled: bool,
+    stopped: Option<Outcome>,
+    record: Option<AttemptRecord>,
+}
+
+impl<R: Rng, P: Pace> BatchMachine<R, P> {
+    /// A batch of `requests` with a budget of `timeout` from `now` for the
+    /// whole batch (deadline `now + timeout`, fixed before the first send).
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the policy makes no sense, or naming `requests`
+    /// when there are more than `u32::MAX` of them.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.deadline(), t0 + Duration::from_secs(10));
+    /// ```
+    pub fn new(
+        policy: BatchPolicy,
+        requests: Vec<RequestInfo>,
+        rng: R,
+        pace: P,
+        now: Instant,
+        timeout: Duration,
+    ) -> Result<Self, PolicyError> {
+        Self::with_deadline(
+            policy,
+            requests,
+            rng,
+            pace,
+            now,
+            deadline_after(now, timeout),
+        )
+    }
+
+    /// A batch that spends an existing deadline (nesting: never a fresh
+    /// timeout).
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let deadline = t0 + Duration::from_secs(10); // e.g. an outer operation's
+    /// let batch = BatchMachine::with_deadline(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced,
+    ///                                         t0, deadline).unwrap();
+    /// assert_eq!(batch.deadline(), deadline);
+    /// ```
+    pub fn with_deadline(
+        policy: BatchPolicy,
+        requests: Vec<RequestInfo>,
+        rng: R,
+        pace: P,
+        now: Instant,
+        deadline: Instant,
+    ) -> Result<Self, PolicyError> {
+        policy.validate()?;
+        let n = u32::try_from(requests.len()).map_err(|_| PolicyError::Invalid {
+            field: "requests",
+            reason: "more than u32::MAX items",
+        })?;
+        let items: Vec<Item> = requests
+            .into_iter()
+            .zip(0..n)
+            .map(|(request, k)| Item {
+                state: RetryState::new(&policy.retry, request, k, now, deadline),
+                restarts: 0,
+                wait: Wait::Nothing,
+            })
+            .collect();
+        Ok(BatchMachine {
+            policy,
+            rng,
+            pace,
+            outcomes: vec![None; items.len()],
+            ready: VecDeque::with_capacity(items.len()),
+            items,
+            fresh: 0,
+            in_flight: 0,
+            ended: 0,
+            deadline,
+            now,
+            next_wake: None,
+            refused_until: None,
+            cancelled: false,
+            stopped: None,
+            record: None,
+        })
+    }
+
+    fn len32(&self) -> u32 {
+        self.items.len() as u32
+    }
+
+    /// Feeds what happened at `now`. Answers name their item by
+    /// `SendId::item`; unknown items, late answers and events after the
+    /// end are ignored. A rate-limited answer with a valid `Retry-After`
+    /// starts a shared cool-down on the pace.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// let Action::Send(plan) = batch.poll_action() else { unreachable!() };
+    /// batch.handle(t0, Event::Response(Response::new(plan.id, 404, UNIX_EPOCH)));
+    /// assert_eq!(batch.outcomes()[0], Some(Outcome::NotRetryable { status: 404 }));
+    /// ```
+    pub fn handle(&mut self, now: Instant, event: Event<'_>) {
+        let now = now.max(self.now);
+        self.now = now;
+        if self.stopped.is_some() {
+            return;
+        }
+        match event {
+            Event::Cancel => self.cancel(),
+            // At the deadline nothing restarts: `expire` below ends all.
+            Event::Tick if now < self.deadline => self.wake_due(),
+            Event::Tick => {}
+            Event::Response(r) => {
+                let rl = self.policy.retry.class_of(r.status) == Some(RetryClass::RateLimited);
+                cool_down_after(&mut self.pace, &self.policy.retry.retry_after, now, rl, &r);
+                self.answer(r.id.item, event);
+            }
+            Event::TransportError(id, _) => self.answer(id.item, event),
+        }
+        if now >= self.deadline {
+            self.expire();
+        }
+    }
+
+    /// An answer (or transport error) for item `k`.
+    fn answer(&mut self, k: u32, event: Event<'_>) {
+        let i = k as usize;
+        if i >= self.items.len() || self.outcomes[i].is_some() {
+            return;
+        }
+        let item = &mut self.items[i];
+        let was_in_flight = item.state.in_flight();
+        item.state
+            .handle(&self.policy.retry, &mut self.rng, self.now, event);
+        let record = item.state.take_record();
+        if was_in_flight && !item.state.in_flight() {
+            self.in_flight -= 1;
+        }
+        if let Some(r) = record {
+            self.record = Some(r);
+        }
+        if let Some(o) = self.items[i].state.outcome() {
+            self.item_ended(k, o);
+        } else if let Some(next) = record.and_then(|r| r.next) {
+            // Backing off until `send_at` (before the deadline, by `judge`).
+            self.items[i].wait = Wait::Retry(next.send_at);
+            self.wake_at(next.send_at);
+        }
+    }
+
+    fn wake_at(&mut self, at: Instant) {
+        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
+    }
+
+    /// Item `k`'s state ended with `o`: restart it (a `RateLimited` within
+    /// the restart rules) or record its outcome.
+    fn item_ended(&mut self, k: u32, o: Outcome) {
+        let i = k as usize;
+        if let Outcome::RateLimited { retry_at } = o
+            && self.items[i].restarts < self.policy.max_restarts
+            && !self.cancelled
+        {
+            let at = retry_at.or_else(|| later(self.now, self.policy.retry.backoff.cap));
+            if let Some(at) = at
+                && at < self.deadline
+                && at.saturating_duration_since(self.now) <= self.policy.retry.retry_after.max
+            {
+                self.items[i].restarts += 1;
+                self.items[i].wait = Wait::Restart { at, ended: o };
+                self.wake_at(at);
+                return;
+            }
+        }
+        self.end(i, o);
+    }
+
+    /// Records item `i`'s one outcome.
+    fn end(&mut self, i: usize, o: Outcome) {
+        if self.outcomes[i].is_none() {
+            self.outcomes[i] = Some(o);
+            self.ended += 1;
+        }
+        self.items[i].wait = Wait::Nothing;
+    }
+
+    /// A Tick: items whose backoff or restart is due become ready.
+    fn wake_due(&mut self) {
+        let now = self.now;
+        if self.next_wake.is_none_or(|w| w > now) {
+            return;
+        }
+        let mut next: Option<Instant> = None;
+        for k in 0..self.fresh {
+            let i = k as usize;
+            match self.items[i].wait {
+                Wait::Nothing => {}
+                Wait::Retry(at) if at <= now => {
+                    let item = &mut self.items[i];
+                    item.wait = Wait::Nothing;
+                    item.state
+                        .handle(&self.policy.retry, &mut self.rng, now, Event::Tick);
+                    if item.state.wants_send() {
+                        self.ready.push_back(k);
+                    } else if let Some(o) = item.state.outcome() {
+                        self.item_ended(k, o);
+                    }
+                }
+                Wait::Restart { at, .. } if at <= now => {
+                    let item = &mut self.items[i];
+                    let old = &item.state;
+                    let mut state =
+                        RetryState::new(&self.policy.retry, old.request, k, now, self.deadline);
+                    // The same logical request: budgets and attempt numbers
+                    // carry over.
+                    state.sent = old.sent;
+                    state.spent = old.spent;
+                    item.state = state;
+                    item.wait = Wait::Nothing;
+                    self.ready.push_back(k);
+                }
+                Wait::Retry(at) | Wait::Restart { at, .. } => {
+                    next = Some(next.map_or(at, |w| w.min(at)));
+                }
+            }
+        }
+        self.next_wake = next;
+    }
+
+    fn cancel(&mut self) {
+        self.cancelled = true;
+        for i in 0..self.items.len() {
+            if self.outcomes[i].is_none() {
+                self.items[i].state.handle(
+                    &self.policy.retry,
+                    &mut self.rng,
+                    self.now,
+                    Event::Cancel,
+                );
+                self.end(i, Outcome::Cancelled);
+            }
+        }
+        self.settle();
+    }
+
+    /// The deadline has come: every item not yet ended ends now.
+    fn expire(&mut self) {
+        if self.ended == self.len32() {
+            return;
+        }
+        for i in 0..self.items.len() {
+            if self.outcomes[i].is_none() {
+                let o = match self.items[i].wait {
+                    // Its restart never happened: it stays what it was.
+                    Wait::Restart { ended, .. } => ended,
+                    _ => Outcome::TimedOut { needed: None },
+                };
+                self.end(i, o);
+            }
+        }
+        self.settle();
+    }
+
+    /// Every item has ended: nothing in flight, ready or waiting.
+    fn settle(&mut self) {
+        self.in_flight = 0;
+        self.ready.clear();
+        self.fresh = self.len32();
+        self.next_wake = None;
+    }
+
+    /// The pace cannot grant a send before `needed`, at or after the
+    /// deadline: every item waiting to send stops now (SPEC §1).
+    fn starve(&mut self, needed: Instant) {
+        let o = Outcome::TimedOut {
+            needed: Some(needed),
+        };
+        while let Some(k) = self.ready.pop_front() {
+            self.end(k as usize, o);
+        }
+        for i in self.fresh as usize..self.items.len() {
+            self.end(i, o);
+        }
+        self.fresh = self.len32();
+    }
+
+    fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || self.fresh < self.len32()
+    }
+
+    /// Takes the next ready item (restarts and retries before fresh items)
+    /// and returns its send.
+    fn send_next(&mut self) -> Option<SendPlan> {
+        let k = match self.ready.pop_front() {
+            Some(k) => k,
+            None if self.fresh < self.len32() => {
+                self.fresh += 1;
+                self.fresh - 1
+            }
+            None => return None,
+        };
+        match self.items[k as usize].state.poll_action() {
+            Action::Send(plan) => {
+                self.in_flight += 1;
+                Some(plan)
+            }
+            Action::Stop(o) => {
+                self.item_ended(k, o);
+                None
+            }
+            // Not reachable: a ready item before the deadline sends.
+            Action::SleepUntil(_) => None,
+        }
+    }
+
+    fn summary(&self) -> Outcome {
+        if self.cancelled {
+            return Outcome::Cancelled;
+        }
+        let mut succeeded = 0;
+        for o in self.outcomes.iter().flatten() {
+            match o {
+                Outcome::TimedOut { .. } => return Outcome::TimedOut { needed: None },
+                o if o.is_success() => succeeded += 1,
+                _ => {}
+            }
+        }
+        Outcome::BatchDone {
+            succeeded,
+            failed: self.len32() - succeeded,
+        }
+    }
+
+    /// What to do next. Call after construction and after every `handle`
+    /// until it answers `SleepUntil` or `Stop`.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// // Concurrency 4 by default: all three go at once, then the batch waits.
+    /// for item in 0..3 {
+    ///     assert!(matches!(batch.poll_action(), Action::Send(p) if p.id.item == item));
+    /// }
+    /// assert_eq!(batch.poll_action(), Action::SleepUntil(batch.deadline()));
+    /// ```
+    pub fn poll_action(&mut self) -> Action {
+        if let Some(o) = self.stopped {
+            return Action::Stop(o);
+        }
+        if self.now >= self.deadline {
+            self.expire();
+        }
+        loop {
+            if self.ended == self.len32() {
+                let o = self.summary();
+                self.stopped = Some(o);
+                return Action::Stop(o);
+            }
+            if self.in_flight >= self.policy.concurrency || !self.has_ready() {
+                break;
+            }
+            let grant = match self.refused_until {
+                Some(t) if t > self.now => Err(t),
+                _ => self.pace.acquire(self.now),
+            };
+            match grant {
+                Ok(()) => {
+                    self.refused_until = None;
+                    if let Some(plan) = self.send_next() {
+                        return Action::Send(plan);
+                    }
+                }
+                Err(t) if t >= self.deadline => {
+                    self.refused_until = Some(t);
+                    self.starve(t);
+                }
+                Err(t) => {
+                    self.refused_until = Some(t);
+                    break;
+                }
+            }
+        }
+        let mut wake = self.deadline;
+        if let Some(w) = self.next_wake {
+            wake = wake.min(w);
+        }
+        if self.in_flight < self.policy.concurrency
+            && self.has_ready()
+            && let Some(t) = self.refused_until
+        {
+            wake = wake.min(t);
+        }
+        Action::SleepUntil(wake)
+    }
+
+    /// The record of the last answered attempt, once. Each `handle` call
+    /// concerns one item and produces at most one record; `record.id.item`
+    /// names the item.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// let Action::Send(plan) = batch.poll_action() else { unreachable!() };
+    /// batch.handle(t0, Event::Response(Response::new(plan.id, 200, UNIX_EPOCH)));
+    /// assert_eq!(batch.take_record().map(|r| r.id.item), Some(0));
+    /// assert_eq!(batch.take_record(), None);
+    /// ```
+    pub fn take_record(&mut self) -> Option<AttemptRecord> {
+        self.record.take()
+    }
+
+    /// Each item's outcome, in input order: `None` while it has not ended.
+    /// Once `Some`, an item's outcome never changes.
+    ///
+    /// ```
+    /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    ///                   RequestInfo, Unpaced};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let reqs = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// let mut b = BatchMachine::new(BatchPolicy::default(), reqs, SplitMix64::new(1), Unpaced, t0,
+    ///                               Duration::from_secs(5)).unwrap();
+    /// let _ = b.poll_action();
+    /// b.handle(t0, Event::Cancel);
+    /// assert_eq!(b.poll_action(), Action::Stop(Outcome::Cancelled));
+    /// assert_eq!(b.outcomes(), &[Some(Outcome::Cancelled), Some(Outcome::Cancelled)]);
+    /// ```
+    #[must_use]
+    pub fn outcomes(&self) -> &[Option<Outcome>] {
+        &self.outcomes
+    }
+
+    /// The batch's outcome, once it has stopped.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.outcome(), None);
+    /// batch.handle(t0, Event::Cancel);
+    /// let _ = batch.poll_action();
+    /// assert_eq!(batch.outcome(), Some(Outcome::Cancelled));
+    /// ```
+    #[must_use]
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.stopped
+    }
+
+    /// The fixed deadline of the whole batch.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.deadline(), t0 + Duration::from_secs(10));
+    /// ```
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Sends in flight now.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// let _ = batch.poll_action();
+    /// assert_eq!(batch.in_flight(), 1);
+    /// ```
+    #[must_use]
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The number of items.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.len(), 3);
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the batch has no items (it stops at once with
+    /// `BatchDone { succeeded: 0, failed: 0 }`).
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert!(!batch.is_empty());
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// How many times the batch restarted item `item` after it ended
+    /// `RateLimited` (0 for an unknown item).
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.restarts(0), 0);
+    /// ```
+    #[must_use]
+    pub fn restarts(&self, item: usize) -> u32 {
+        self.items.get(item).map_or(0, |i| i.restarts)
+    }
+
+    /// The request of item `item`.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.request(2).map(|r| r.method), Some(Method::Get));
+    /// assert!(batch.request(3).is_none());
+    /// ```
+    #[must_use]
+    pub fn request(&self, item: usize) -> Option<&RequestInfo> {
+        self.items.get(item).map(|i| &i.state.request)
+    }
+
+    /// The policy.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(batch.policy().concurrency, 4);
+    /// ```
+    #[must_use]
+    pub fn policy(&self) -> &BatchPolicy {
+        &self.policy
+    }
+
+    /// The pace.
+    ///
+    /// ```
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// # let t0 = Instant::now();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(10)).unwrap();
+    /// assert_eq!(*batch.pace(), Unpaced);
+    /// ```
+    #[must_use]
+    pub fn pace(&self) -> &P {
+        &self.pace
+    }
+}
+
+impl<R: Rng, P: Pace> Machine for BatchMachine<R, P> {
+    #[inline]
+    fn handle(&mut self, now: Instant, event: Event<'_>) {
+        BatchMachine::handle(self, now, event);
+    }
+    #[inline]
+    fn poll_action(&mut self) -> Action {
+        BatchMachine::poll_action(self)
+    }
+    fn take_record(&mut self) -> Option<AttemptRecord> {
+        BatchMachine::take_record(self)
+    }
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.deadline)
+    }
+}

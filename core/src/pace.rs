@@ -1,0 +1,1036 @@
+//! Pacing by time: [`RateThrottle`] (a sliding-window log with a shared
+//! cool-down), the [`Pace`] interface that lets several machines share one
+//! throttle, and [`Paced`], which passes every send of a single machine
+//! through a pace (SPEC §2: retries are requests too).
+//!
+//! Concurrency (how many requests are in flight at once) is a different
+//! limit; [`BatchMachine`](crate::BatchMachine) keeps it for its items.
+//! Both are needed: two requests in flight can still send eight requests
+//! in a few dozen milliseconds when the server answers fast.
+//!
+//! **The throttle is in-process.** It paces the machines that share it
+//! (through `&mut`, `Arc<Mutex<_>>` or `Rc<RefCell<_>>`) and nothing else:
+//! separate processes, or separate throttles in one process, do not
+//! coordinate, and each may use the server's whole quota.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::event::{Action, Event, Response, SendPlan};
+use crate::machine::Machine;
+use crate::outcome::Outcome;
+use crate::policy::{PolicyError, RetryAfterLimits};
+use crate::record::AttemptRecord;
+use crate::retry::deadline_after;
+use crate::retry_after;
+
+/// Something that decides *when* a send may go: every send of a paced
+/// machine asks [`acquire`](Pace::acquire) first.
+///
+/// Contract for implementors:
+///
+/// * `acquire(now)` answers `Ok(())` and counts the send, or `Err(t)`
+///   with `t > now`, counts nothing, and promises that no grant comes
+///   before `t` (callers sleep until `t` and ask again; they may skip
+///   asking before `t`).
+/// * `cool_down(until)`: refuse everyone until `until` (answering
+///   `Err(until)` meanwhile); a later cool-down never shortens an earlier one.
+/// * Never panic, never block for long (the mutex implementations lock for
+///   a few nanoseconds), never read a clock: `now` is the caller's.
+///
+/// Implemented for [`RateThrottle`], [`Unpaced`], and for shared handles:
+/// `&mut P`, `Box<P>`, `Arc<Mutex<P>>` (several tasks or threads; a
+/// poisoned mutex is recovered, never a panic) and `Rc<RefCell<P>>` (one
+/// thread).
+///
+/// ```
+/// use polite_core::{Pace, RateThrottle};
+/// use std::sync::{Arc, Mutex};
+/// use std::time::{Duration, Instant};
+///
+/// let shared = Arc::new(Mutex::new(RateThrottle::new(1, Duration::from_secs(1)).unwrap()));
+/// let (mut a, mut b) = (Arc::clone(&shared), Arc::clone(&shared));
+/// let t0 = Instant::now();
+/// assert_eq!(a.acquire(t0), Ok(()));
+/// // b shares a's window: refused until the slot ages out, plus the 50 ms margin.
+/// assert_eq!(b.acquire(t0), Err(t0 + Duration::from_millis(1050)));
+/// ```
+pub trait Pace {
+    /// Asks for one send at `now`: `Ok(())` (counted) or `Err(t)`: not
+    /// before `t`, nothing counted.
+    ///
+    /// # Errors
+    ///
+    /// `Err(t)`: the earliest instant at which asking again may succeed.
+    ///
+    /// ```
+    /// use polite_core::{Pace, RateThrottle};
+    /// use std::time::{Duration, Instant};
+    /// fn try_send(pace: &mut impl Pace, now: Instant) -> bool { pace.acquire(now).is_ok() }
+    /// let mut t = RateThrottle::new(1, Duration::from_secs(1)).unwrap();
+    /// let t0 = Instant::now();
+    /// assert!(try_send(&mut t, t0));
+    /// assert!(!try_send(&mut t, t0));
+    /// ```
+    fn acquire(&mut self, now: Instant) -> Result<(), Instant>;
+
+    /// Refuses every send until `until` (a server said so, e.g. a 429 with
+    /// `Retry-After`). Never shortens an earlier cool-down.
+    ///
+    /// ```
+    /// use polite_core::{Pace, RateThrottle};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut shared = Arc::new(Mutex::new(RateThrottle::default()));
+    /// let mut other = Arc::clone(&shared);
+    /// shared.cool_down(t0 + Duration::from_secs(3)); // one task saw a 429
+    /// assert_eq!(other.acquire(t0), Err(t0 + Duration::from_secs(3))); // all wait
+    /// ```
+    fn cool_down(&mut self, until: Instant);
+}
+
+/// No pacing: every send is granted at once, cool-downs are ignored.
+/// For machines that need a [`Pace`] but should only be limited by
+/// concurrency (and for comparisons).
+///
+/// ```
+/// use polite_core::{Pace, Unpaced};
+/// use std::time::{Duration, Instant};
+/// let t0 = Instant::now();
+/// let mut p = Unpaced;
+/// p.cool_down(t0 + Duration::from_secs(9));
+/// assert_eq!(p.acquire(t0), Ok(()));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unpaced;
+
+impl Pace for Unpaced {
+    #[inline]
+    fn acquire(&mut self, _now: Instant) -> Result<(), Instant> {
+        Ok(())
+    }
+    #[inline]
+    fn cool_down(&mut self, _until: Instant) {}
+}
+
+impl<P: Pace + ?Sized> Pace for &mut P {
+    #[inline]
+    fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+        (**self).acquire(now)
+    }
+    #[inline]
+    fn cool_down(&mut self, until: Instant) {
+        (**self).cool_down(until);
+    }
+}
+
+impl<P: Pace + ?Sized> Pace for Box<P> {
+    #[inline]
+    fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+        (**self).acquire(now)
+    }
+    #[inline]
+    fn cool_down(&mut self, until: Instant) {
+        (**self).cool_down(until);
+    }
+}
+
+/// Shared across tasks and threads. The lock is held only for the call. A
+/// mutex poisoned by a panic elsewhere is recovered: the throttle's state
+/// is valid after any call (a ring of instants and two counters), so the
+/// guard is taken over rather than propagating the panic.
+impl<P: Pace + ?Sized> Pace for Arc<Mutex<P>> {
+    #[inline]
+    fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .acquire(now)
+    }
+    #[inline]
+    fn cool_down(&mut self, until: Instant) {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cool_down(until);
+    }
+}
+
+/// Shared between machines driven on one thread.
+impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
+    #[inline]
+    fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+        self.borrow_mut().acquire(now)
+    }
+    #[inline]
+    fn cool_down(&mut self, until: Instant) {
+        self.borrow_mut().cool_down(until);
+    }
+}
+
+/// A client-side rate limit: at most `limit` sends in any `window`
+/// (SPEC §4; default **50 per 60 s**, deliberately under a typical
+/// 60-per-minute server quota), plus a shared cool-down.
+///
+/// A sliding-window **log**: each grant records its instant in a ring of
+/// `limit` instants allocated at construction (nothing is allocated after).
+/// [`acquire`](Self::acquire)`(now)` first drops the grants that have aged
+/// out (a grant at `t` holds its slot until `t + window`, exclusive), then
+/// grants and records `now` if a slot is free. Otherwise it records nothing
+/// and answers the instant at which the oldest grant ages out, **plus a
+/// margin** (default 50 ms, for the server's clock and latency).
+///
+/// Invariant (property-tested): in every half-open interval
+/// `[a, a + window)` of (clamped) time, at most `limit` grants.
+///
+/// **Time going backwards** is clamped to the latest `now` seen, so the log
+/// stays ordered and no slot is freed or counted twice.
+///
+/// **Cool-down**: [`cool_down`](Self::cool_down)`(until)` refuses every
+/// send until `until` (answering `Err(until)`), so that when one request
+/// sharing the throttle sees a 429 with a server retry time, the others do
+/// not each discover the limit.
+///
+/// **In-process only**: the throttle does not coordinate separate
+/// processes (or separate throttles); share one value between all the
+/// machines that talk to the same quota (see [`Pace`]).
+///
+/// ```
+/// use polite_core::RateThrottle;
+/// use std::time::{Duration, Instant};
+///
+/// let ms = Duration::from_millis;
+/// let t0 = Instant::now();
+/// let mut throttle = RateThrottle::new(3, ms(500)).unwrap();
+/// assert_eq!(throttle.acquire(t0), Ok(()));
+/// assert_eq!(throttle.acquire(t0 + ms(10)), Ok(()));
+/// assert_eq!(throttle.acquire(t0 + ms(20)), Ok(()));
+/// // Full: wait until the first grant ages out, plus the 50 ms margin.
+/// assert_eq!(throttle.acquire(t0 + ms(30)), Err(t0 + ms(550)));
+/// assert_eq!(throttle.acquire(t0 + ms(550)), Ok(()));
+/// ```
+#[derive(Clone, Debug)]
+pub struct RateThrottle {
+    /// Grant instants, a ring of capacity `limit`; filled on first use, then
+    /// overwritten in place.
+    slots: Vec<Instant>,
+    /// Index of the oldest grant.
+    head: usize,
+    /// Grants in the log.
+    len: usize,
+    limit: usize,
+    window: Duration,
+    margin: Duration,
+    /// `window + margin`, saturated.
+    hold: Duration,
+    latest: Option<Instant>,
+    cool_until: Option<Instant>,
+    /// While the log is full: the instant its oldest grant ages out, and
+    /// the answer to give until then (that instant plus the margin). Set at
+    /// the first refusal, so that repeated refusals are two comparisons.
+    full: Option<(Instant, Instant)>,
+}
+
+impl Default for RateThrottle {
+    /// 50 per 60 s, 50 ms margin.
+    fn default() -> Self {
+        RateThrottle::with_limits(50, Duration::from_secs(60))
+    }
+}
+
+impl RateThrottle {
+    /// The largest `limit` accepted: the log is allocated up front, one
+    /// instant per slot.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::Duration;
+    /// assert!(RateThrottle::new(RateThrottle::MAX_LIMIT + 1, Duration::from_secs(1)).is_err());
+    /// ```
+    pub const MAX_LIMIT: u32 = 1 << 20;
+
+    /// The default margin added to a refusal's wait: 50 ms.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// assert_eq!(RateThrottle::default().margin(), RateThrottle::DEFAULT_MARGIN);
+    /// ```
+    pub const DEFAULT_MARGIN: Duration = Duration::from_millis(50);
+
+    /// A throttle of `limit` sends per `window`, with the default 50 ms
+    /// margin.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Invalid`] naming `limit` (0, or over
+    /// [`MAX_LIMIT`](Self::MAX_LIMIT)) or `window` (zero).
+    ///
+    /// ```
+    /// use polite_core::{PolicyError, RateThrottle};
+    /// use std::time::Duration;
+    /// assert!(matches!(RateThrottle::new(0, Duration::from_secs(1)),
+    ///                  Err(PolicyError::Invalid { field: "limit", .. })));
+    /// assert!(matches!(RateThrottle::new(5, Duration::ZERO),
+    ///                  Err(PolicyError::Invalid { field: "window", .. })));
+    /// ```
+    pub fn new(limit: u32, window: Duration) -> Result<RateThrottle, PolicyError> {
+        if limit == 0 {
+            return Err(PolicyError::Invalid {
+                field: "limit",
+                reason: "must be at least 1",
+            });
+        }
+        if limit > Self::MAX_LIMIT {
+            return Err(PolicyError::Invalid {
+                field: "limit",
+                reason: "must be at most 1048576 (the log is allocated up front)",
+            });
+        }
+        if window.is_zero() {
+            return Err(PolicyError::Invalid {
+                field: "window",
+                reason: "must be greater than zero",
+            });
+        }
+        Ok(RateThrottle::with_limits(limit, window))
+    }
+
+    fn with_limits(limit: u32, window: Duration) -> RateThrottle {
+        let limit = limit as usize;
+        RateThrottle {
+            slots: Vec::with_capacity(limit),
+            head: 0,
+            len: 0,
+            limit,
+            window,
+            margin: Self::DEFAULT_MARGIN,
+            hold: window.saturating_add(Self::DEFAULT_MARGIN),
+            latest: None,
+            cool_until: None,
+            full: None,
+        }
+    }
+
+    /// Sets the margin added to a refusal's wait (default 50 ms; zero is
+    /// allowed).
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::new(1, Duration::from_secs(1)).unwrap().with_margin(Duration::ZERO);
+    /// assert_eq!(t.acquire(t0), Ok(()));
+    /// assert_eq!(t.acquire(t0), Err(t0 + Duration::from_secs(1)));
+    /// ```
+    #[must_use]
+    pub fn with_margin(mut self, margin: Duration) -> RateThrottle {
+        self.margin = margin;
+        self.hold = self.window.saturating_add(margin);
+        self
+    }
+
+    /// Asks for one send at `now`.
+    ///
+    /// Drops the grants older than the window; if a slot is free, records
+    /// `now` and answers `Ok(())`. Otherwise records nothing and answers
+    /// `Err(t)`: the oldest grant ages out at `t` minus the margin. During a
+    /// cool-down it answers `Err(until)` without looking at the log.
+    ///
+    /// `now` earlier than a `now` already seen is taken as that latest
+    /// `now`. Constant memory, no allocation, a few nanoseconds.
+    ///
+    /// # Errors
+    ///
+    /// `Err(t)` with `t > now`: sleep until `t`, then ask again.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::new(1, Duration::from_secs(1)).unwrap();
+    /// assert_eq!(t.acquire(t0 + Duration::from_secs(5)), Ok(()));
+    /// // Backwards: clamped to t0 + 5 s, so still inside the window.
+    /// assert_eq!(t.acquire(t0), Err(t0 + Duration::from_millis(6050)));
+    /// ```
+    #[inline]
+    pub fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+        let now = match self.latest {
+            Some(latest) if latest >= now => latest,
+            _ => {
+                self.latest = Some(now);
+                now
+            }
+        };
+        if let Some(until) = self.cool_until
+            && now < until
+        {
+            return Err(until);
+        }
+        if let Some((until, answer)) = self.full {
+            if now < until {
+                // Still full: nothing has aged out and nothing was granted.
+                return Err(answer);
+            }
+            self.full = None;
+        }
+        // A grant at `t` has aged out when `t + window <= now`. When
+        // `now - window` is not representable, nothing recorded is that old.
+        if let Some(cutoff) = now.checked_sub(self.window) {
+            while self.len > 0 && self.slots[self.head] <= cutoff {
+                self.head += 1;
+                if self.head == self.limit {
+                    self.head = 0;
+                }
+                self.len -= 1;
+            }
+        }
+        if self.len < self.limit {
+            let mut tail = self.head + self.len;
+            if tail >= self.limit {
+                tail -= self.limit;
+            }
+            if tail == self.slots.len() {
+                // First pass over the ring: within the capacity reserved at
+                // construction, so this never reallocates.
+                self.slots.push(now);
+            } else {
+                self.slots[tail] = now;
+            }
+            self.len += 1;
+            Ok(())
+        } else {
+            Err(self.refuse())
+        }
+    }
+
+    /// The log is full: cache when it frees and what to answer until then.
+    #[cold]
+    fn refuse(&mut self) -> Instant {
+        let oldest = self.slots[self.head];
+        let answer = deadline_after(oldest, self.hold);
+        self.full = Some((oldest.checked_add(self.window).unwrap_or(answer), answer));
+        answer
+    }
+
+    /// Refuses every send until `until`: [`acquire`](Self::acquire) answers
+    /// `Err(until)` meanwhile. Call it when a request sharing this throttle
+    /// gets a 429 with a server retry time. A later call never shortens an
+    /// earlier cool-down.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::default();
+    /// t.cool_down(t0 + Duration::from_secs(2));
+    /// t.cool_down(t0 + Duration::from_secs(1)); // does not shorten it
+    /// assert_eq!(t.acquire(t0), Err(t0 + Duration::from_secs(2)));
+    /// assert_eq!(t.acquire(t0 + Duration::from_secs(2)), Ok(()));
+    /// ```
+    pub fn cool_down(&mut self, until: Instant) {
+        self.cool_until = Some(match self.cool_until {
+            Some(c) if c > until => c,
+            _ => until,
+        });
+    }
+
+    /// The end of the current cool-down, if one was ever set (it may lie
+    /// in the past).
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// assert_eq!(RateThrottle::default().cooling_until(), None);
+    /// ```
+    #[must_use]
+    pub fn cooling_until(&self) -> Option<Instant> {
+        self.cool_until
+    }
+
+    /// Sends allowed per window.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// assert_eq!(RateThrottle::default().limit(), 50);
+    /// ```
+    #[must_use]
+    pub fn limit(&self) -> u32 {
+        self.limit as u32
+    }
+
+    /// The window.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::Duration;
+    /// assert_eq!(RateThrottle::default().window(), Duration::from_secs(60));
+    /// ```
+    #[must_use]
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// The margin added to a refusal's wait.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::Duration;
+    /// assert_eq!(RateThrottle::default().margin(), Duration::from_millis(50));
+    /// ```
+    #[must_use]
+    pub fn margin(&self) -> Duration {
+        self.margin
+    }
+}
+
+impl Pace for RateThrottle {
+    #[inline]
+    fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+        RateThrottle::acquire(self, now)
+    }
+    #[inline]
+    fn cool_down(&mut self, until: Instant) {
+        RateThrottle::cool_down(self, until);
+    }
+}
+
+/// The shared cool-down after a rate-limited answer: when `rate_limited`
+/// and the answer carries a valid `Retry-After`, every request sharing
+/// `pace` waits until `now + delay`, the delay clamped to
+/// `[limits.min, limits.max]` (a hostile `Retry-After: 86400` must not
+/// stall everyone for a day).
+pub(crate) fn cool_down_after<P: Pace + ?Sized>(
+    pace: &mut P,
+    limits: &RetryAfterLimits,
+    now: Instant,
+    rate_limited: bool,
+    response: &Response<'_>,
+) {
+    if !rate_limited {
+        return;
+    }
+    let Some(value) = response.retry_after else {
+        return;
+    };
+    if let Ok(d) = retry_after::server_delay(value, response.date, response.wall_clock)
+        && let Some(until) = now.checked_add(d.clamp(limits.min, limits.max))
+    {
+        pace.cool_down(until);
+    }
+}
+
+/// A single machine whose every send passes through a [`Pace`] first
+/// (SPEC §2: retries are requests too).
+///
+/// For machines with **at most one send outstanding** at a time:
+/// [`RetryMachine`](crate::RetryMachine) and `PollMachine`. (A batch paces
+/// its own items: give [`BatchMachine`](crate::BatchMachine) the pace.)
+///
+/// **Inputs and outputs** are those of the inner machine ([`Machine`]):
+///
+/// * When the inner machine answers `Send(plan)`, `Paced` asks the pace.
+///   Granted: the send goes out. Refused until `t`: the send is **held**
+///   and `Paced` answers `SleepUntil(min(t, inner wake-up))`; the inner
+///   machine's wake-up while its send is outstanding is never after its
+///   deadline (for `RetryMachine` it *is* the deadline), so no sleep passes
+///   the deadline. On the next poll (after a `Tick`) it asks again.
+/// * If the pace refuses until an instant at or after the inner machine's
+///   [`deadline`](Machine::deadline), `Paced` stops at once with
+///   `TimedOut { needed: Some(t) }` without sending (SPEC §1: no sleeping
+///   for nothing).
+/// * Every event goes to the inner machine: a `Cancel` while a send is held
+///   ends it `Cancelled` and the held send is dropped, never sent; a `Tick`
+///   at the deadline ends it `TimedOut`.
+/// * A 429 answer with a valid `Retry-After` calls
+///   [`Pace::cool_down`]`(now + delay)` (delay clamped to
+///   [`RetryAfterLimits`] `min..=max`, default 1 s to 300 s), so every
+///   machine sharing the pace waits, not only this one.
+///
+/// **Invariants**: the inner machine's, plus: a send goes out only when the
+/// pace granted it, at most once, and before the deadline.
+///
+/// ```
+/// use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo,
+///                   Response, RetryMachine, RetryPolicy};
+/// use polite_core::testing::SplitMix64;
+/// use std::sync::{Arc, Mutex};
+/// use std::time::{Duration, Instant, UNIX_EPOCH};
+///
+/// let t0 = Instant::now();
+/// let throttle = Arc::new(Mutex::new(RateThrottle::new(1, Duration::from_secs(1)).unwrap()));
+/// let make = |id| RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(id), Method::Get),
+///                                   SplitMix64::new(id), t0, Duration::from_secs(30)).unwrap();
+/// let mut a = Paced::new(make(1), Arc::clone(&throttle), t0);
+/// let mut b = Paced::new(make(2), Arc::clone(&throttle), t0);
+///
+/// let Action::Send(plan) = a.poll_action() else { unreachable!() };
+/// // b shares the window of one send per second: its first send is held.
+/// assert_eq!(b.poll_action(), Action::SleepUntil(t0 + Duration::from_millis(1050)));
+/// a.handle(t0, Event::Response(Response::new(plan.id, 200, UNIX_EPOCH)));
+/// b.handle(t0 + Duration::from_millis(1050), Event::Tick);
+/// assert!(matches!(b.poll_action(), Action::Send(_)));
+/// ```
+#[derive(Debug)]
+pub struct Paced<M, P> {
+    inner: M,
+    pace: P,
+    /// The inner machine's send waiting for the pace.
+    held: Option<SendPlan>,
+    /// Further sends, only from a machine that breaks the one-outstanding
+    /// rule; kept so that none is lost (allocates only then).
+    more: VecDeque<SendPlan>,
+    now: Instant,
+    /// The pace refused until this instant.
+    refused_until: Option<Instant>,
+    limits: RetryAfterLimits,
+    stopped: Option<Outcome>,
+}
+
+impl<M: Machine, P: Pace> Paced<M, P> {
+    /// Wraps `inner` (created at `now` or earlier) so that each of its
+    /// sends waits for `pace`.
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let mut paced = Paced::new(machine, RateThrottle::default(), t0);
+    /// assert!(matches!(paced.poll_action(), Action::Send(_)));
+    /// ```
+    #[must_use]
+    pub fn new(inner: M, pace: P, now: Instant) -> Paced<M, P> {
+        Paced {
+            inner,
+            pace,
+            held: None,
+            more: VecDeque::new(),
+            now,
+            refused_until: None,
+            limits: RetryAfterLimits::default(),
+            stopped: None,
+        }
+    }
+
+    /// How a 429's `Retry-After` is clamped before it becomes a shared
+    /// cool-down (default [`RetryAfterLimits::default`]; pass the inner
+    /// machine's `policy.retry_after`).
+    ///
+    /// ```
+    /// use polite_core::{Paced, RetryAfterLimits, RetryMachine, RetryPolicy, RequestInfo, RequestId,
+    ///                   Method, Unpaced};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let policy = RetryPolicy::default();
+    /// let m = RetryMachine::new(policy, RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), t0, Duration::from_secs(5)).unwrap();
+    /// let _paced = Paced::new(m, Unpaced, t0).retry_after_limits(policy.retry_after);
+    /// ```
+    #[must_use]
+    pub fn retry_after_limits(mut self, limits: RetryAfterLimits) -> Paced<M, P> {
+        self.limits = limits;
+        self
+    }
+
+    /// The inner machine (e.g. for its `outcome()` or `sends()`).
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let paced = Paced::new(machine, RateThrottle::default(), t0);
+    /// assert_eq!(paced.inner().sends(), 0);
+    /// ```
+    #[must_use]
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// The pace.
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let paced = Paced::new(machine, RateThrottle::default(), t0);
+    /// assert_eq!(paced.pace().limit(), 50);
+    /// ```
+    #[must_use]
+    pub fn pace(&self) -> &P {
+        &self.pace
+    }
+
+    /// Whether a send is held, waiting for the pace.
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let mut throttle = RateThrottle::new(1, Duration::from_secs(1)).unwrap();
+    /// throttle.acquire(t0).unwrap(); // the only slot is taken
+    /// let mut paced = Paced::new(machine, throttle, t0);
+    /// assert!(matches!(paced.poll_action(), Action::SleepUntil(_)));
+    /// assert!(paced.is_holding());
+    /// ```
+    #[must_use]
+    pub fn is_holding(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// The inner machine and the pace.
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let (machine, throttle) = Paced::new(machine, RateThrottle::default(), t0).into_parts();
+    /// assert_eq!((machine.sends(), throttle.limit()), (0, 50));
+    /// ```
+    #[must_use]
+    pub fn into_parts(self) -> (M, P) {
+        (self.inner, self.pace)
+    }
+
+    /// Feeds what happened at `now` to the inner machine (and a 429's
+    /// `Retry-After` to the pace as a cool-down).
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let mut paced = Paced::new(machine, RateThrottle::default(), t0);
+    /// let _ = paced.poll_action();
+    /// paced.handle(t0, Event::Cancel);
+    /// assert_eq!(paced.poll_action(), Action::Stop(polite_core::Outcome::Cancelled));
+    /// ```
+    pub fn handle(&mut self, now: Instant, event: Event<'_>) {
+        let now = now.max(self.now);
+        self.now = now;
+        if self.stopped.is_some() {
+            return;
+        }
+        if let Event::Response(r) = &event {
+            cool_down_after(&mut self.pace, &self.limits, now, r.status == 429, r);
+        }
+        self.inner.handle(now, event);
+    }
+
+    /// Asks the pace unless it refused until a later instant.
+    #[inline]
+    fn granted(&mut self) -> bool {
+        if let Some(t) = self.refused_until
+            && self.now < t
+        {
+            return false;
+        }
+        match self.pace.acquire(self.now) {
+            Ok(()) => {
+                self.refused_until = None;
+                true
+            }
+            Err(t) => {
+                self.refused_until = Some(t);
+                false
+            }
+        }
+    }
+
+    /// What to do next: the inner machine's action, with sends held until
+    /// the pace grants them.
+    ///
+    /// ```
+    /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use polite_core::testing::SplitMix64;
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #     SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let mut throttle = RateThrottle::new(1, Duration::from_secs(1)).unwrap();
+    /// throttle.acquire(t0).unwrap();
+    /// let mut paced = Paced::new(machine, throttle, t0);
+    /// // Held until the slot ages out, plus the 50 ms margin.
+    /// assert_eq!(paced.poll_action(), Action::SleepUntil(t0 + Duration::from_millis(1050)));
+    /// ```
+    pub fn poll_action(&mut self) -> Action {
+        if let Some(o) = self.stopped {
+            return Action::Stop(o);
+        }
+        loop {
+            match self.inner.poll_action() {
+                Action::Stop(o) => {
+                    // A held send (cancel or deadline while held) is dropped.
+                    self.held = None;
+                    self.more.clear();
+                    return Action::Stop(o);
+                }
+                Action::Send(plan) => {
+                    if self.held.is_none() {
+                        if self.granted() {
+                            return Action::Send(plan);
+                        }
+                        self.held = Some(plan);
+                    } else {
+                        self.more.push_back(plan);
+                    }
+                    // Go round: the inner machine's next answer is its wake-up.
+                }
+                Action::SleepUntil(wake) => {
+                    let Some(plan) = self.held else {
+                        return Action::SleepUntil(wake);
+                    };
+                    // `wake` is never after the deadline; a wake-up due now
+                    // (e.g. the deadline) goes to the inner machine first.
+                    if self.now < wake && self.granted() {
+                        self.held = self.more.pop_front();
+                        return Action::Send(plan);
+                    }
+                    let Some(until) = self.refused_until else {
+                        return Action::SleepUntil(wake);
+                    };
+                    if let Some(deadline) = self.inner.deadline()
+                        && until >= deadline
+                    {
+                        let o = Outcome::TimedOut {
+                            needed: Some(until),
+                        };
+                        self.stopped = Some(o);
+                        self.held = None;
+                        self.more.clear();
+                        return Action::Stop(o);
+                    }
+                    return Action::SleepUntil(until.min(wake));
+                }
+            }
+        }
+    }
+}
+
+impl<M: Machine, P: Pace> Machine for Paced<M, P> {
+    #[inline]
+    fn handle(&mut self, now: Instant, event: Event<'_>) {
+        Paced::handle(self, now, event);
+    }
+    #[inline]
+    fn poll_action(&mut self) -> Action {
+        Paced::poll_action(self)
+    }
+    fn take_record(&mut self) -> Option<AttemptRecord> {
+        self.inner.take_record()
+    }
+    fn deadline(&self) -> Option<Instant> {
+        self.inner.deadline()
+    }
+    fn take_notice(&mut self) -> Option<crate::Notice> {
+        self.inner.take_notice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn t0() -> Instant {
+        crate::testing::origin()
+    }
+
+    fn throttle(limit: u32, window_ms: u32) -> RateThrottle {
+        RateThrottle::new(limit, window_ms * MS).unwrap()
+    }
+
+    #[test]
+    fn validates_limit_and_window() {
+        let field = |r: Result<RateThrottle, PolicyError>| match r {
+            Err(PolicyError::Invalid { field, .. }) => field,
+            Ok(_) => "accepted",
+        };
+        assert_eq!(field(RateThrottle::new(0, MS)), "limit");
+        assert_eq!(
+            field(RateThrottle::new(RateThrottle::MAX_LIMIT + 1, MS)),
+            "limit"
+        );
+        assert_eq!(field(RateThrottle::new(1, Duration::ZERO)), "window");
+        assert!(RateThrottle::new(RateThrottle::MAX_LIMIT, MS).is_ok());
+        let d = RateThrottle::default();
+        assert_eq!(
+            (d.limit(), d.window(), d.margin()),
+            (50, 60_000 * MS, 50 * MS)
+        );
+    }
+
+    #[test]
+    fn burst_then_refusal_then_age_out() {
+        let t0 = t0();
+        let mut t = throttle(3, 500);
+        for _ in 0..3 {
+            assert_eq!(t.acquire(t0), Ok(()));
+        }
+        // Refused: the oldest (t0) ages out at 500 ms; + 50 ms margin.
+        assert_eq!(t.acquire(t0 + 499 * MS), Err(t0 + 550 * MS));
+        // At exactly t0 + window all three slots have aged out (half-open).
+        for _ in 0..3 {
+            assert_eq!(t.acquire(t0 + 500 * MS), Ok(()));
+        }
+        assert_eq!(t.acquire(t0 + 500 * MS), Err(t0 + 1050 * MS));
+    }
+
+    #[test]
+    fn sliding_not_fixed() {
+        let t0 = t0();
+        let mut t = throttle(2, 1000);
+        assert_eq!(t.acquire(t0), Ok(()));
+        assert_eq!(t.acquire(t0 + 600 * MS), Ok(()));
+        // The first grant frees at 1000 ms; the second still counts.
+        assert_eq!(t.acquire(t0 + 999 * MS), Err(t0 + 1050 * MS));
+        assert_eq!(t.acquire(t0 + 1000 * MS), Ok(()));
+        // Now the oldest is the one at 600 ms.
+        assert_eq!(t.acquire(t0 + 1001 * MS), Err(t0 + 1650 * MS));
+    }
+
+    #[test]
+    fn refusals_are_not_counted() {
+        let t0 = t0();
+        let mut t = throttle(1, 1000);
+        assert_eq!(t.acquire(t0), Ok(()));
+        for i in 1..100 {
+            assert_eq!(t.acquire(t0 + i * MS), Err(t0 + 1050 * MS));
+        }
+        // Hundreds of refusals later, exactly one slot frees at 1000 ms.
+        assert_eq!(t.acquire(t0 + 1000 * MS), Ok(()));
+        assert_eq!(t.acquire(t0 + 1000 * MS), Err(t0 + 2050 * MS));
+    }
+
+    #[test]
+    fn margin_is_configurable() {
+        let t0 = t0();
+        let mut t = throttle(1, 100).with_margin(7 * MS);
+        assert_eq!(t.acquire(t0), Ok(()));
+        assert_eq!(t.acquire(t0), Err(t0 + 107 * MS));
+        assert_eq!(t.margin(), 7 * MS);
+    }
+
+    #[test]
+    fn clock_stepping_backwards_is_clamped() {
+        let t0 = t0();
+        let mut t = throttle(2, 1000);
+        assert_eq!(t.acquire(t0 + 5000 * MS), Ok(()));
+        // A stale `now` counts as 5000 ms: the grant is recorded there, not
+        // in the past (it would free early and let a third send through).
+        assert_eq!(t.acquire(t0), Ok(()));
+        assert_eq!(t.acquire(t0 + 100 * MS), Err(t0 + 6050 * MS));
+        assert_eq!(t.acquire(t0 + 5999 * MS), Err(t0 + 6050 * MS));
+        assert_eq!(t.acquire(t0 + 6000 * MS), Ok(()));
+        assert_eq!(t.acquire(t0 + 6000 * MS), Ok(()));
+        assert_eq!(t.acquire(t0 + 6000 * MS), Err(t0 + 7050 * MS));
+    }
+
+    #[test]
+    fn ring_wraps_many_times() {
+        let t0 = t0();
+        let mut t = throttle(3, 30);
+        let mut granted = 0;
+        for i in 0..1000u32 {
+            if t.acquire(t0 + i * MS).is_ok() {
+                granted += 1;
+            }
+        }
+        // 3 per 30 ms over 1000 ms: 100 full windows → 3 * 34 (last partial).
+        assert_eq!(granted, 3 * 34);
+        assert_eq!(t.slots.capacity(), 3, "no reallocation");
+    }
+
+    #[test]
+    fn cool_down_refuses_everyone_until_then() {
+        let t0 = t0();
+        let mut t = throttle(10, 1000);
+        assert_eq!(t.acquire(t0), Ok(()));
+        t.cool_down(t0 + 2000 * MS);
+        assert_eq!(t.acquire(t0 + MS), Err(t0 + 2000 * MS));
+        assert_eq!(t.acquire(t0 + 1999 * MS), Err(t0 + 2000 * MS));
+        // A shorter cool-down does not shorten it.
+        t.cool_down(t0 + 1500 * MS);
+        assert_eq!(t.cooling_until(), Some(t0 + 2000 * MS));
+        assert_eq!(t.acquire(t0 + 2000 * MS), Ok(()));
+        // The window still applies after the cool-down.
+        for _ in 0..9 {
+            assert_eq!(t.acquire(t0 + 2000 * MS), Ok(()));
+        }
+        assert_eq!(t.acquire(t0 + 2000 * MS), Err(t0 + 3050 * MS));
+    }
+
+    #[test]
+    fn cool_down_clamps_the_server_delay() {
+        let t0 = t0();
+        let wall = std::time::UNIX_EPOCH;
+        let limits = RetryAfterLimits::default();
+        let mut t = throttle(10, 1000);
+        let r = Response::new(crate::SendId::default(), 429, wall).retry_after(b"86400");
+        cool_down_after(&mut t, &limits, t0, true, &r);
+        assert_eq!(t.cooling_until(), Some(t0 + limits.max));
+        let mut t = throttle(10, 1000);
+        let r = Response::new(crate::SendId::default(), 429, wall).retry_after(b"0");
+        cool_down_after(&mut t, &limits, t0, true, &r);
+        assert_eq!(t.cooling_until(), Some(t0 + limits.min));
+        // Invalid header, or not rate limited: no cool-down.
+        let mut t = throttle(10, 1000);
+        let r = Response::new(crate::SendId::default(), 429, wall).retry_after(b"1.5");
+        cool_down_after(&mut t, &limits, t0, true, &r);
+        let r = Response::new(crate::SendId::default(), 503, wall).retry_after(b"5");
+        cool_down_after(&mut t, &limits, t0, false, &r);
+        assert_eq!(t.cooling_until(), None);
+    }
+
+    #[test]
+    fn poisoned_mutex_is_recovered() {
+        let shared = Arc::new(Mutex::new(throttle(1, 1000)));
+        let poisoner = Arc::clone(&shared);
+        let _ = std::thread::spawn(move || {
+            let _guard = poisoner.lock().unwrap();
+            panic!("poison the lock");
+        })
+        .join();
+        assert!(shared.is_poisoned());
+        let mut handle = Arc::clone(&shared);
+        let t0 = t0();
+        assert_eq!(Pace::acquire(&mut handle, t0), Ok(()));
+        assert_eq!(Pace::acquire(&mut handle, t0), Err(t0 + 1050 * MS));
+        handle.cool_down(t0 + 5000 * MS);
+        assert_eq!(Pace::acquire(&mut handle, t0), Err(t0 + 5000 * MS));
+    }
+
+    #[test]
+    fn shared_handles_share_one_log() {
+        let t0 = t0();
+        let rc = Rc::new(RefCell::new(throttle(2, 1000)));
+        let (mut a, mut b) = (Rc::clone(&rc), Rc::clone(&rc));
+        assert_eq!(Pace::acquire(&mut a, t0), Ok(()));
+        assert_eq!(Pace::acquire(&mut b, t0), Ok(()));
+        assert!(Pace::acquire(&mut a, t0).is_err());
+        let mut owned = throttle(1, 1000);
+        let mut by_ref = &mut owned;
+        assert_eq!(Pace::acquire(&mut by_ref, t0), Ok(()));
+        let mut boxed: Box<dyn Pace> = Box::new(throttle(1, 1000));
+        assert_eq!(boxed.acquire(t0), Ok(()));
+        assert!(boxed.acquire(t0).is_err());
+    }
+}

@@ -1,0 +1,1212 @@
+//! [`PollMachine`]: one wait for a remote job (a run, a build, an export),
+//! long polling first, with a permanent fallback to a backoff schedule, all
+//! inside one hard deadline.
+//!
+//! Failed polls (429, 5xx, transport errors) go through the same retry rules
+//! as [`RetryMachine`](crate::RetryMachine): [`crate::retry::judge`].
+
+use std::time::{Duration, Instant};
+
+use rand_core::Rng;
+
+use crate::backoff;
+use crate::event::{Action, Event, JobReport, Response, SendId, SendPlan};
+use crate::machine::Machine;
+use crate::outcome::{Outcome, Reply, StateName};
+use crate::policy::{Backoff, Jitter, PolicyError, RetryPolicy};
+use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
+use crate::request::RequestInfo;
+use crate::retry::{Spent, Verdict, deadline_after, judge, later};
+use crate::retry_after;
+
+/// The shortest budget a long poll needs: the wait parameter counts whole
+/// seconds, and `waitSeconds=0` would be a busy loop.
+const ONE_SECOND: Duration = Duration::from_secs(1);
+
+/// The set of job states that end a wait, stored inline (at most
+/// [`TerminalStates::CAPACITY`] names of at most
+/// [`StateName::CAPACITY`] bytes each): `Copy`, no heap, and looking a
+/// state up allocates nothing.
+///
+/// Names match exactly (byte for byte, case-sensitive): a classifier that
+/// meets a server spelling `PASSED` normalises it, or the policy lists that
+/// spelling.
+///
+/// ```
+/// use polite_core::TerminalStates;
+/// let d = TerminalStates::default();
+/// assert!(d.contains("passed") && d.contains("failed") && d.contains("cancelled"));
+/// assert!(!d.contains("running"));
+/// assert!(!d.contains("PASSED"));
+///
+/// let mut mine = TerminalStates::of(&["done", "error"]).unwrap();
+/// assert!(mine.insert("timeout"));
+/// assert_eq!(mine.iter().map(|s| s.to_string()).collect::<Vec<_>>(), ["done", "error", "timeout"]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TerminalStates {
+    names: [Option<StateName>; TerminalStates::CAPACITY],
+}
+
+impl TerminalStates {
+    /// The most states a set holds.
+    pub const CAPACITY: usize = 8;
+
+    /// The empty set (not a valid policy on its own: a wait needs at least
+    /// one terminal state).
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// assert!(TerminalStates::EMPTY.is_empty());
+    /// ```
+    pub const EMPTY: TerminalStates = TerminalStates {
+        names: [None; TerminalStates::CAPACITY],
+    };
+
+    /// A set of these names, or `None` when one is empty or longer than
+    /// [`StateName::CAPACITY`], or there are more than
+    /// [`Self::CAPACITY`] distinct names.
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// assert!(TerminalStates::of(&["succeeded", "failed"]).is_some());
+    /// assert!(TerminalStates::of(&[""]).is_none());
+    /// ```
+    #[must_use]
+    pub fn of(names: &[&str]) -> Option<TerminalStates> {
+        let mut set = TerminalStates::EMPTY;
+        names.iter().all(|n| set.insert(n)).then_some(set)
+    }
+
+    /// Adds a state; returns `false` (and changes nothing) when the name is
+    /// empty, longer than [`StateName::CAPACITY`], or the set is full.
+    /// Adding a name already present is a no-op that returns `true`.
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// let mut s = TerminalStates::EMPTY;
+    /// assert!(s.insert("done"));
+    /// assert!(s.insert("done"));
+    /// assert_eq!(s.len(), 1);
+    /// assert!(!s.insert(&"x".repeat(40)));
+    /// ```
+    pub fn insert(&mut self, name: &str) -> bool {
+        if name.is_empty() {
+            return false;
+        }
+        if self.contains(name) {
+            return true;
+        }
+        let (Some(state), Some(slot)) = (
+            StateName::new(name),
+            self.names.iter_mut().find(|s| s.is_none()),
+        ) else {
+            return false;
+        };
+        *slot = Some(state);
+        true
+    }
+
+    /// Whether `state` is one of the terminal states.
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// assert!(TerminalStates::default().contains("failed"));
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn contains(&self, state: &str) -> bool {
+        self.find(state).is_some()
+    }
+
+    /// The stored name equal to `state`, if it is terminal. Compares whole
+    /// inline names (no UTF-8 re-validation per candidate).
+    #[inline]
+    fn find(&self, state: &str) -> Option<StateName> {
+        let state = StateName::new(state)?;
+        self.names.iter().map_while(|s| *s).find(|s| *s == state)
+    }
+
+    /// How many states the set holds.
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// assert_eq!(TerminalStates::default().len(), 3);
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// Whether the set is empty.
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// assert!(!TerminalStates::default().is_empty());
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.names[0].is_none()
+    }
+
+    /// The states, in insertion order.
+    ///
+    /// ```
+    /// use polite_core::TerminalStates;
+    /// let first = TerminalStates::default().iter().next().unwrap();
+    /// assert_eq!(first.as_str(), "passed");
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = StateName> + '_ {
+        self.names.iter().map_while(|s| *s)
+    }
+}
+
+impl Default for TerminalStates {
+    /// `passed`, `failed`, `cancelled`.
+    fn default() -> Self {
+        let mut set = TerminalStates::EMPTY;
+        for name in ["passed", "failed", "cancelled"] {
+            let _ = set.insert(name);
+        }
+        set
+    }
+}
+
+impl std::fmt::Debug for TerminalStates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// Everything [`PollMachine`] decides by. Plain data: `Copy`, no heap.
+///
+/// Every number of SPEC §3 is a default here:
+///
+/// | field | default |
+/// |---|---|
+/// | `retry` | [`RetryPolicy::default()`]: the rules for failed polls |
+/// | `long_poll_first` | `true` |
+/// | `max_long_poll` | 25 s |
+/// | `wait_param` | `"waitSeconds"` |
+/// | `min_long_poll_interval` | 1 s |
+/// | `backoff` | 2 s, ×2, cap 15 s, ±20 % → 2, 4, 8, 15, 15, … s |
+/// | `terminal_states` | `passed`, `failed`, `cancelled` |
+///
+/// ```
+/// use polite_core::{Jitter, PollPolicy, TerminalStates};
+/// use std::time::Duration;
+///
+/// let mut policy = PollPolicy::default();
+/// assert_eq!(policy.max_long_poll, Duration::from_secs(25));
+/// assert_eq!(policy.backoff.jitter, Jitter::Percent(20));
+/// // A CI server whose jobs end in `success` or `failure`, and that
+/// // calls its wait parameter `timeout`:
+/// policy.terminal_states = TerminalStates::of(&["success", "failure"]).unwrap();
+/// policy.wait_param = "timeout";
+/// assert!(policy.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollPolicy {
+    /// The transport retry rules for failed polls (429, 5xx, transport
+    /// errors): budgets per class, backoff, `Retry-After` limits, and the
+    /// transport cushion added to the deadline for `abort_at`.
+    pub retry: RetryPolicy,
+    /// Start in long-poll mode. Default `true`. With `false` the machine
+    /// polls on the backoff schedule from the start and never sends the
+    /// wait parameter.
+    pub long_poll_first: bool,
+    /// The longest wait one long poll asks the server for (whole seconds;
+    /// a fraction is dropped). Default 25 s. At least 1 s.
+    pub max_long_poll: Duration,
+    /// The name of the wait query parameter, for the adapter (the machine
+    /// never builds URLs). Default `"waitSeconds"`. Must be a non-empty
+    /// URL-safe name: ASCII letters, digits, `-`, `_`, `.`, `~`.
+    pub wait_param: &'static str,
+    /// The least time between the starts of two long polls. Default 1 s.
+    ///
+    /// A long poll that comes back pending *early* (the job moved from
+    /// `queued` to `running`, or a server ignores the wait parameter without
+    /// rejecting it, as many do with unknown query parameters) would
+    /// otherwise be re-sent at once, in a hot loop until the deadline. A
+    /// server that held the poll for at least this long is polled again at
+    /// once. `Duration::ZERO` re-polls at once always.
+    pub min_long_poll_interval: Duration,
+    /// The backoff-mode schedule: the delay after the `n`-th pending answer
+    /// in backoff mode is `base * multiplier^n`, capped, then jittered.
+    /// Default base 2 s, multiplier 2, cap 15 s, [`Jitter::Percent`]`(20)`.
+    pub backoff: Backoff,
+    /// The states that end the wait. Default `passed`, `failed`, `cancelled`.
+    pub terminal_states: TerminalStates,
+}
+
+impl Default for PollPolicy {
+    fn default() -> Self {
+        PollPolicy {
+            retry: RetryPolicy::default(),
+            long_poll_first: true,
+            max_long_poll: Duration::from_secs(25),
+            wait_param: "waitSeconds",
+            min_long_poll_interval: ONE_SECOND,
+            backoff: Backoff {
+                base: Duration::from_secs(2),
+                multiplier: 2,
+                cap: Duration::from_secs(15),
+                jitter: Jitter::Percent(20),
+            },
+            terminal_states: TerminalStates::default(),
+        }
+    }
+}
+
+const fn invalid(field: &'static str, reason: &'static str) -> PolicyError {
+    PolicyError::Invalid { field, reason }
+}
+
+/// Names a field of the nested retry policy by its path from `PollPolicy`.
+fn in_retry(e: PolicyError) -> PolicyError {
+    let PolicyError::Invalid { field, reason } = e;
+    let field = match field {
+        "backoff.base" => "retry.backoff.base",
+        "backoff.multiplier" => "retry.backoff.multiplier",
+        "backoff.cap" => "retry.backoff.cap",
+        "backoff.jitter" => "retry.backoff.jitter",
+        "retry_after.min" => "retry.retry_after.min",
+        "retry_after.max" => "retry.retry_after.max",
+        "retry_after.auto_wait_cap" => "retry.retry_after.auto_wait_cap",
+        "server_error_statuses" => "retry.server_error_statuses",
+        _ => "retry",
+    };
+    invalid(field, reason)
+}
+
+impl PollPolicy {
+    /// Checks that the policy makes sense; [`PollMachine`] calls this at
+    /// construction.
+    ///
+    /// Rejected: anything [`RetryPolicy::validate`] rejects in `retry`
+    /// (named `retry.…`), the same backoff faults in `backoff`, a
+    /// `max_long_poll` under one second, an empty or non-URL-safe
+    /// `wait_param`, and empty `terminal_states`.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Invalid`] naming the first field at fault.
+    ///
+    /// ```
+    /// use polite_core::{PolicyError, PollPolicy};
+    /// use std::time::Duration;
+    /// let mut p = PollPolicy::default();
+    /// p.max_long_poll = Duration::from_millis(500);
+    /// assert!(matches!(p.validate(), Err(PolicyError::Invalid { field: "max_long_poll", .. })));
+    /// let mut p = PollPolicy::default();
+    /// p.retry.backoff.cap = Duration::ZERO;
+    /// assert!(matches!(p.validate(), Err(PolicyError::Invalid { field: "retry.backoff.cap", .. })));
+    /// ```
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        self.retry.validate().map_err(in_retry)?;
+        // The schedule obeys the same rules as a retry backoff; the other
+        // fields of a default retry policy are valid, so any error names a
+        // `backoff.*` field, which is this policy's own field path too.
+        RetryPolicy {
+            backoff: self.backoff,
+            ..RetryPolicy::default()
+        }
+        .validate()?;
+        if self.max_long_poll < ONE_SECOND {
+            return Err(invalid(
+                "max_long_poll",
+                "must be at least one second (the wait parameter counts whole seconds)",
+            ));
+        }
+        if self.wait_param.is_empty() {
+            return Err(invalid("wait_param", "must not be empty"));
+        }
+        if !self
+            .wait_param
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+        {
+            return Err(invalid(
+                "wait_param",
+                "must be URL-safe: ASCII letters, digits, '-', '_', '.', '~'",
+            ));
+        }
+        if self.terminal_states.is_empty() {
+            return Err(invalid("terminal_states", "must name at least one state"));
+        }
+        Ok(())
+    }
+}
+
+/// Something the adapter should tell the user once (print, log).
+///
+/// ```
+/// use polite_core::Notice;
+/// assert_eq!(Notice::LongPollUnsupported.to_string(),
+///            "server does not support long-poll; switching to backoff");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Notice {
+    /// The server rejected the wait parameter; this wait now polls on the
+    /// backoff schedule, for good.
+    LongPollUnsupported,
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Notice::LongPollUnsupported => {
+                "server does not support long-poll; switching to backoff"
+            }
+        })
+    }
+}
+
+/// How a [`PollMachine`] polls right now.
+///
+/// ```
+/// use polite_core::PollMode;
+/// assert_ne!(PollMode::LongPoll, PollMode::Backoff);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PollMode {
+    /// Every poll carries the wait parameter; a pending answer is followed
+    /// by the next poll at once (the server already waited).
+    LongPoll,
+    /// Polls without the wait parameter, on the backoff schedule. Final for
+    /// this wait.
+    Backoff,
+}
+
+/// Where a wait stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The next poll may be sent now.
+    Ready,
+    /// This poll is in flight.
+    InFlight(u32),
+    /// Waiting to send the next poll at this instant.
+    Waiting(Instant),
+    /// Ended.
+    Done(Outcome),
+}
+
+/// One wait for a remote job: polled until it reaches a terminal state, the
+/// deadline passes, or the caller cancels. Sans-IO: it never reads a clock,
+/// sleeps, or opens a socket; it owns its random source `R` and takes `now`
+/// with every event.
+///
+/// **Inputs**: [`handle`](Self::handle)`(now, event)`. A job-status answer
+/// carries what it says about the job in [`Response::job`], as the adapter's
+/// classifier read it from the body: [`JobReport::State`] or
+/// [`JobReport::LongPollUnsupported`] (by default an HTTP 400 with error
+/// code `VALIDATION_ERROR`).
+///
+/// **Outputs**: [`poll_action`](Self::poll_action) answers an [`Action`];
+/// every `Send` carries `long_poll: Some(n)` in long-poll mode (the adapter
+/// adds `?{wait_param}=n`, see [`wait_param`](Self::wait_param)) and `None`
+/// in backoff mode. [`take_record`](Self::take_record) gives the
+/// [`AttemptRecord`] of each answered poll; [`take_notice`](Self::take_notice)
+/// the one-time [`Notice`] when the machine falls back to backoff.
+///
+/// **How it polls**:
+///
+/// 1. *Long poll* (first, unless [`PollPolicy::long_poll_first`] is off):
+///    each poll asks the server to hold it
+///    `min(whole seconds left before the deadline, max_long_poll)`; a
+///    pending answer is followed by the next poll at once (but never two
+///    long polls started less than
+///    [`min_long_poll_interval`](PollPolicy::min_long_poll_interval) apart).
+/// 2. *Backoff* (after the server rejects the wait parameter): the machine
+///    says so once through [`Notice::LongPollUnsupported`], polls again at
+///    once without the parameter, then waits 2, 4, 8, 15, 15, … s (±20 %)
+///    after each pending answer. It never goes back to long polling within
+///    this wait.
+/// 3. A 1xx–3xx answer naming a terminal state ends the wait with
+///    [`Outcome::Terminal`]; any other state (including unknown ones and
+///    names too long to be terminal) is pending.
+/// 4. A 429, 5xx or transport error goes through the retry rules of
+///    [`RetryMachine`](crate::RetryMachine) (budgets per class,
+///    `max(backoff, Retry-After)`, the automatic wait cap, replayability),
+///    inside the same deadline.
+///
+/// **Invariants** (checked by property tests with
+/// `testing::PollChecker`):
+/// * every `SleepUntil(t)` has `t <= deadline`; every send happens before
+///   the deadline and carries `abort_at = deadline + retry.transport_cushion`;
+/// * every wait parameter is at least 1 and at most
+///   `min(whole seconds left, max_long_poll)`;
+/// * never back to long polling after the switch; the notice comes once;
+/// * never a poll before the server's `Retry-After` instant;
+/// * after `Cancel` the next action is `Stop(Cancelled)`; `Stop` is sticky;
+/// * an answer at or after the deadline gives `TimedOut`, even a terminal
+///   state; late answers for earlier polls are ignored; time going
+///   backwards is clamped to the latest `now` seen.
+///
+/// **Choices where SPEC.md is silent**:
+/// * *Less than one whole second left in long-poll mode*: a long poll would
+///   ask `waitSeconds=0`, a busy loop, so the machine stops at once with
+///   `TimedOut`. Likewise a retry or a pending answer whose next poll would
+///   fall less than a second before the deadline stops at once with
+///   `TimedOut { needed: Some(t) }` rather than sleep for nothing. In
+///   backoff mode the limit is the deadline itself. `needed` is `None` when
+///   the next poll would have been immediate.
+/// * *Retry budgets bound consecutive failures*: the per-class counters
+///   reset after every poll the server answered properly (a pending state
+///   or the rejection of the wait parameter), so a ten-minute wait does not
+///   die of five separate 503 blips, while five 503s in a row still end it
+///   with `RetriesExhausted`.
+/// * *A success without a job report* (the classifier found no state in a
+///   2xx body) is a protocol problem, not a pending job: the machine stops
+///   with `NotRetryable { status }` and hands the answer back.
+/// * *`LongPollUnsupported` for a poll that had no wait parameter* (a
+///   confused server or classifier) stops with `NotRetryable { status }`
+///   instead of polling in circles.
+/// * *`Retry-After` on a pending answer* (a `202 Accepted` with
+///   `Retry-After`, as many job APIs send) is honoured too: the next poll
+///   waits `max(schedule, server delay)`, and a server delay over the
+///   automatic wait cap stops with `RateLimited { retry_at }`.
+/// * *Failed polls in backoff mode* wait what the retry rules say (e.g.
+///   250 ms for a first 503), not the job schedule: the state is unknown
+///   after a failure. The schedule does not advance on failures.
+/// * *Replayability*: a new poll after a pending answer is a new request,
+///   not a re-send, so even a non-replayable poll (a `POST` status query)
+///   keeps polling; only a *failed* non-replayable poll is never re-sent
+///   (`NotReplayable`).
+/// * *Attempt records*: one per answered poll; a pending answer's record
+///   carries the next poll's [`PlannedDelay`] with
+///   [`DelaySource::Schedule`] (zero for an immediate re-poll), or
+///   `RetryAfter` / `Clamp` when the server's delay was longer.
+///
+/// ```
+/// use polite_core::{Action, Event, JobReport, Method, Notice, Outcome, PollMachine, PollPolicy,
+///                   RequestId, RequestInfo, Response};
+/// use polite_core::testing::SplitMix64;
+/// use std::time::{Duration, Instant, UNIX_EPOCH};
+///
+/// let t0 = Instant::now(); // the adapter's clock; tests use any instant
+/// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+///                              SplitMix64::new(1), t0, Duration::from_secs(60)).unwrap();
+///
+/// // Long poll first: hold up to 25 s.
+/// let Action::Send(p) = m.poll_action() else { unreachable!() };
+/// assert_eq!(p.long_poll, Some(25));
+/// // The server held it 25 s: still running. Poll again at once.
+/// let t1 = t0 + Duration::from_secs(25);
+/// m.handle(t1, Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("running"))));
+/// let Action::Send(p) = m.poll_action() else { unreachable!() };
+/// assert_eq!(p.long_poll, Some(25));
+///
+/// // This server rejects the wait parameter after all: fall back, say so once.
+/// m.handle(t1, Event::Response(Response::new(p.id, 400, UNIX_EPOCH).job(JobReport::LongPollUnsupported)));
+/// assert_eq!(m.take_notice(), Some(Notice::LongPollUnsupported));
+/// assert_eq!(m.take_notice(), None);
+/// let Action::Send(p) = m.poll_action() else { unreachable!() };
+/// assert_eq!(p.long_poll, None);
+/// m.handle(t1, Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("running"))));
+/// let Action::SleepUntil(t2) = m.poll_action() else { unreachable!() }; // about 2 s (±20 %)
+/// assert!(t2 >= t1 + Duration::from_millis(1600) && t2 < t1 + Duration::from_millis(2400));
+///
+/// m.handle(t2, Event::Tick);
+/// let Action::Send(p) = m.poll_action() else { unreachable!() };
+/// m.handle(t2, Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("passed"))));
+/// let Action::Stop(Outcome::Terminal { state }) = m.poll_action() else { unreachable!() };
+/// assert_eq!(state.as_str(), "passed");
+/// ```
+#[derive(Clone, Debug)]
+pub struct PollMachine<R> {
+    policy: PollPolicy,
+    request: RequestInfo,
+    rng: R,
+    deadline: Instant,
+    abort_at: Instant,
+    last_now: Instant,
+    /// Polls sent so far; the next poll's `SendId::attempt`.
+    sent: u32,
+    /// When the latest poll was sent.
+    last_send_at: Instant,
+    /// Consecutive failures per retry class since the last proper answer.
+    spent: Spent,
+    /// Pending answers seen in backoff mode: the schedule's exponent.
+    scheduled: u32,
+    mode: PollMode,
+    phase: Phase,
+    notice: Option<Notice>,
+    record: Option<AttemptRecord>,
+}
+
+impl<R: Rng> PollMachine<R> {
+    /// A wait for the job polled by `request`, with a budget of `timeout`
+    /// from `now`: the deadline is `now + timeout`, fixed before the first
+    /// poll.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the policy makes no sense.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), t0, Duration::from_secs(40)).unwrap();
+    /// assert_eq!(m.deadline(), t0 + Duration::from_secs(40));
+    /// ```
+    pub fn new(
+        policy: PollPolicy,
+        request: RequestInfo,
+        rng: R,
+        now: Instant,
+        timeout: Duration,
+    ) -> Result<Self, PolicyError> {
+        Self::with_deadline(policy, request, rng, now, deadline_after(now, timeout))
+    }
+
+    /// A wait that spends an existing deadline (for nesting: "start the job,
+    /// then wait for it" under one `--timeout`, never a fresh one).
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the policy makes no sense.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let deadline = Instant::now() + Duration::from_secs(30); // the outer budget
+    /// let later = deadline - Duration::from_secs(12); // the job started 12 s in
+    /// let m = PollMachine::with_deadline(PollPolicy::default(), RequestInfo::new(RequestId(2), Method::Get),
+    ///                                    SplitMix64::new(1), later, deadline).unwrap();
+    /// assert_eq!(m.deadline(), deadline);
+    /// ```
+    pub fn with_deadline(
+        policy: PollPolicy,
+        request: RequestInfo,
+        rng: R,
+        now: Instant,
+        deadline: Instant,
+    ) -> Result<Self, PolicyError> {
+        policy.validate()?;
+        Ok(PollMachine {
+            abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),
+            mode: if policy.long_poll_first {
+                PollMode::LongPoll
+            } else {
+                PollMode::Backoff
+            },
+            policy,
+            request,
+            rng,
+            deadline,
+            last_now: now,
+            sent: 0,
+            last_send_at: now,
+            spent: Spent::default(),
+            scheduled: 0,
+            phase: Phase::Ready,
+            notice: None,
+            record: None,
+        })
+    }
+
+    /// Feeds what happened at `now`. Never fails: unexpected input (a late
+    /// answer for an earlier poll, an event after the end, an instant
+    /// earlier than one already seen) is ignored or clamped.
+    ///
+    /// Any event at or after the deadline ends a wait that has not ended
+    /// with `TimedOut` (a `Cancel` gives `Cancelled`).
+    ///
+    /// ```
+    /// use polite_core::{Action, Event, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// let _first = m.poll_action();
+    /// m.handle(t0 + Duration::from_secs(10), Event::Tick); // the poll still hangs at the deadline
+    /// assert_eq!(m.poll_action(), Action::Stop(Outcome::TimedOut { needed: None }));
+    /// ```
+    #[inline]
+    pub fn handle(&mut self, now: Instant, event: Event<'_>) {
+        let now = now.max(self.last_now);
+        self.last_now = now;
+        if let Phase::Done(_) = self.phase {
+            return;
+        }
+        match event {
+            Event::Cancel => {
+                self.finish(Outcome::Cancelled);
+                return;
+            }
+            Event::Tick => {}
+            Event::Response(r) => {
+                self.on_reply(now, r.id, Reply::Status(r.status), Some(&r));
+            }
+            Event::TransportError(id, kind) => {
+                self.on_reply(now, id, Reply::Transport(kind), None);
+            }
+        }
+        match self.phase {
+            Phase::Done(_) => {}
+            _ if now >= self.deadline => self.finish(Outcome::TimedOut { needed: None }),
+            Phase::Waiting(at) if now >= at => self.phase = Phase::Ready,
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        self.phase = Phase::Done(outcome);
+    }
+
+    /// The last instant a poll may be sent in the current mode: a long poll
+    /// needs at least one whole second before the deadline. A send at `t` is
+    /// permitted iff `t < send_limit()`.
+    #[inline]
+    fn send_limit(&self) -> Instant {
+        match self.mode {
+            PollMode::Backoff => self.deadline,
+            PollMode::LongPoll => self
+                .deadline
+                .checked_sub(ONE_SECOND - Duration::from_nanos(1))
+                .unwrap_or(self.deadline),
+        }
+    }
+
+    fn on_reply(
+        &mut self,
+        now: Instant,
+        id: SendId,
+        reply: Reply,
+        response: Option<&Response<'_>>,
+    ) {
+        // Only the answer to the poll in flight counts; anything else is a
+        // late or stray answer and is ignored.
+        if self.phase != Phase::InFlight(id.attempt) || id.item != 0 {
+            return;
+        }
+        let mut record = AttemptRecord {
+            request: self.request.id,
+            id,
+            reply,
+            class: None,
+            retry_after: RetryAfterNote::Absent,
+            next: None,
+            outcome: None,
+        };
+        let stale = match (self.request.generation, response.and_then(|r| r.generation)) {
+            (Some(mine), Some(current)) => mine != current,
+            _ => false,
+        };
+        let outcome = if now >= self.deadline {
+            Some(Outcome::TimedOut { needed: None })
+        } else if stale {
+            Some(Outcome::Stale)
+        } else {
+            self.decide(now, reply, response, &mut record)
+        };
+        if let Some(o) = outcome {
+            record.outcome = Some(o);
+            self.finish(o);
+        }
+        self.record = Some(record);
+    }
+
+    /// What an answer before the deadline means; `Some` ends the wait,
+    /// `None` has set the next phase.
+    #[inline]
+    fn decide(
+        &mut self,
+        now: Instant,
+        reply: Reply,
+        response: Option<&Response<'_>>,
+        record: &mut AttemptRecord,
+    ) -> Option<Outcome> {
+        let job = response.and_then(|r| r.job);
+        match (reply, job) {
+            (Reply::Status(status), Some(JobReport::LongPollUnsupported)) => {
+                if self.mode != PollMode::LongPoll {
+                    // Rejected a parameter it was not sent: do not go round.
+                    return Some(Outcome::NotRetryable { status });
+                }
+                self.mode = PollMode::Backoff;
+                self.notice = Some(Notice::LongPollUnsupported);
+                self.spent = Spent::default();
+                self.phase = Phase::Ready;
+                record.next = Some(PlannedDelay {
+                    delay: Duration::ZERO,
+                    source: DelaySource::Schedule,
+                    send_at: now,
+                });
+                None
+            }
+            (Reply::Status(status @ 100..=399), job) => match job {
+                Some(JobReport::State(name)) => match self.policy.terminal_states.find(name) {
+                    Some(state) => Some(Outcome::Terminal { state }),
+                    None => self.pending(now, response, record),
+                },
+                _ => Some(Outcome::NotRetryable { status }),
+            },
+            (Reply::Status(status @ (0..=99 | 600..)), _) => Some(Outcome::NotRetryable { status }),
+            _ => {
+                let limit = self.send_limit();
+                let j = judge(
+                    &self.policy.retry,
+                    &mut self.spent,
+                    self.request.is_replayable(),
+                    now,
+                    limit,
+                    reply,
+                    response,
+                    &mut self.rng,
+                );
+                record.class = j.class;
+                record.retry_after = j.note;
+                match j.verdict {
+                    Verdict::Retry(plan) => {
+                        record.next = Some(plan);
+                        self.phase = Phase::Waiting(plan.send_at);
+                        None
+                    }
+                    Verdict::Stop(o) => Some(o),
+                }
+            }
+        }
+    }
+
+    /// A pending answer: plan the next poll.
+    #[inline]
+    fn pending(
+        &mut self,
+        now: Instant,
+        response: Option<&Response<'_>>,
+        record: &mut AttemptRecord,
+    ) -> Option<Outcome> {
+        self.spent = Spent::default();
+        let limits = self.policy.retry.retry_after;
+        let mut server = None;
+        if let Some(r) = response
+            && let Some(value) = r.retry_after
+        {
+            match retry_after::server_delay(value, r.date, r.wall_clock) {
+                Ok(d) => {
+                    record.retry_after = RetryAfterNote::Valid(d);
+                    server = Some(d);
+                }
+                Err(e) => record.retry_after = RetryAfterNote::Rejected(e),
+            }
+        }
+        if let Some(d) = server
+            && d > limits.auto_wait_cap
+        {
+            return Some(Outcome::RateLimited {
+                retry_at: later(now, d.max(limits.min)),
+            });
+        }
+        let mut delay = match self.mode {
+            PollMode::LongPoll => later(self.last_send_at, self.policy.min_long_poll_interval)
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now)),
+            PollMode::Backoff => {
+                let b = &self.policy.backoff;
+                let mut d = backoff::exponential(b, self.scheduled);
+                if backoff::draws(b.jitter) {
+                    d = backoff::jitter(d, b.jitter, self.rng.next_u64());
+                }
+                self.scheduled = self.scheduled.saturating_add(1);
+                d
+            }
+        };
+        let mut source = DelaySource::Schedule;
+        if let Some(d) = server {
+            let clamped = d.max(limits.min);
+            if clamped > delay {
+                delay = clamped;
+                source = if clamped > d {
+                    DelaySource::Clamp
+                } else {
+                    DelaySource::RetryAfter
+                };
+            }
+        }
+        let send_at = later(now, delay);
+        let Some(send_at) = send_at.filter(|t| *t < self.send_limit()) else {
+            return Some(Outcome::TimedOut {
+                needed: send_at.filter(|_| !delay.is_zero()),
+            });
+        };
+        record.next = Some(PlannedDelay {
+            delay,
+            source,
+            send_at,
+        });
+        self.phase = if delay.is_zero() {
+            Phase::Ready
+        } else {
+            Phase::Waiting(send_at)
+        };
+        None
+    }
+
+    /// What to do next. Call after construction and after every `handle`
+    /// until it answers `SleepUntil` or `Stop`.
+    ///
+    /// * `Send(plan)`: send the next poll now; in long-poll mode
+    ///   `plan.long_poll` is `Some(n)` with
+    ///   `1 <= n <= min(whole seconds left, max_long_poll)`.
+    /// * `SleepUntil(t)`: wait until `t` (never after the deadline), an
+    ///   answer, or a cancel. While a poll is in flight `t` is the deadline.
+    /// * `Stop(outcome)`: the wait has ended; every later call repeats it.
+    ///
+    /// ```
+    /// use polite_core::{Action, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let new = |timeout| PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                                      SplitMix64::new(1), t0, timeout).unwrap();
+    /// let Action::Send(p) = new(Duration::from_millis(7_900)).poll_action() else { unreachable!() };
+    /// assert_eq!(p.long_poll, Some(7)); // never more than the budget
+    /// // Under one second left: a long poll would be `waitSeconds=0`, so stop at once.
+    /// assert_eq!(new(Duration::from_millis(900)).poll_action(),
+    ///            Action::Stop(Outcome::TimedOut { needed: None }));
+    /// ```
+    #[inline]
+    pub fn poll_action(&mut self) -> Action {
+        match self.phase {
+            Phase::Ready => {
+                let now = self.last_now;
+                if now >= self.deadline {
+                    return self.stop(Outcome::TimedOut { needed: None });
+                }
+                let long_poll = match self.mode {
+                    PollMode::Backoff => None,
+                    PollMode::LongPoll => {
+                        let secs = (self.deadline - now)
+                            .as_secs()
+                            .min(self.policy.max_long_poll.as_secs());
+                        if secs == 0 {
+                            return self.stop(Outcome::TimedOut { needed: None });
+                        }
+                        Some(u32::try_from(secs).unwrap_or(u32::MAX))
+                    }
+                };
+                let id = SendId {
+                    item: 0,
+                    attempt: self.sent,
+                };
+                self.sent = self.sent.saturating_add(1);
+                self.last_send_at = now;
+                self.phase = Phase::InFlight(id.attempt);
+                Action::Send(SendPlan {
+                    id,
+                    request: self.request.id,
+                    abort_at: self.abort_at,
+                    long_poll,
+                })
+            }
+            Phase::InFlight(_) => Action::SleepUntil(self.deadline),
+            Phase::Waiting(at) => Action::SleepUntil(at),
+            Phase::Done(o) => Action::Stop(o),
+        }
+    }
+
+    fn stop(&mut self, outcome: Outcome) -> Action {
+        self.finish(outcome);
+        Action::Stop(outcome)
+    }
+
+    /// The record of the last answered poll, once (later calls give `None`
+    /// until another poll is answered). Records hold no header values, URLs
+    /// or bodies.
+    ///
+    /// ```
+    /// use polite_core::{Action, DelaySource, Event, JobReport, Method, PollMachine, PollPolicy,
+    ///                   RequestId, RequestInfo, Response};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// let t0 = Instant::now();
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), t0, Duration::from_secs(60)).unwrap();
+    /// let Action::Send(p) = m.poll_action() else { unreachable!() };
+    /// let t1 = t0 + Duration::from_secs(25);
+    /// m.handle(t1, Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("running"))));
+    /// let rec = m.take_record().unwrap();
+    /// assert_eq!(rec.id, p.id);
+    /// assert_eq!(rec.next.unwrap().source, DelaySource::Schedule);
+    /// assert_eq!(rec.next.unwrap().delay, Duration::ZERO); // long poll: again at once
+    /// assert_eq!(m.take_record(), None);
+    /// ```
+    pub fn take_record(&mut self) -> Option<AttemptRecord> {
+        self.record.take()
+    }
+
+    /// The notice to show the user, once: [`Notice::LongPollUnsupported`]
+    /// right after the machine falls back to backoff mode; `None` before and
+    /// after. Call it after `handle`.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), Instant::now(), Duration::from_secs(60)).unwrap();
+    /// assert_eq!(m.take_notice(), None);
+    /// ```
+    pub fn take_notice(&mut self) -> Option<Notice> {
+        self.notice.take()
+    }
+
+    /// The outcome, once the wait has ended.
+    ///
+    /// ```
+    /// use polite_core::{Event, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), t0, Duration::from_secs(60)).unwrap();
+    /// assert_eq!(m.outcome(), None);
+    /// m.handle(t0, Event::Cancel);
+    /// assert_eq!(m.outcome(), Some(Outcome::Cancelled));
+    /// ```
+    #[must_use]
+    pub fn outcome(&self) -> Option<Outcome> {
+        match self.phase {
+            Phase::Done(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// How the machine polls now ([`PollMode::Backoff`] is final).
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollMode, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let mut policy = PollPolicy::default();
+    /// policy.long_poll_first = false;
+    /// let m = PollMachine::new(policy, RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(60)).unwrap();
+    /// assert_eq!(m.mode(), PollMode::Backoff);
+    /// ```
+    #[must_use]
+    pub fn mode(&self) -> PollMode {
+        self.mode
+    }
+
+    /// The name of the wait query parameter for long polls
+    /// ([`PollPolicy::wait_param`]): the adapter sends
+    /// `?{wait_param}={plan.long_poll}` when `long_poll` is `Some`.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(60)).unwrap();
+    /// assert_eq!(m.wait_param(), "waitSeconds");
+    /// ```
+    #[must_use]
+    pub fn wait_param(&self) -> &'static str {
+        self.policy.wait_param
+    }
+
+    /// The fixed deadline.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), t0, Duration::from_secs(5)).unwrap();
+    /// assert_eq!(m.deadline(), t0 + Duration::from_secs(5));
+    /// ```
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The status request this machine sends.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(3), Method::Get),
+    ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
+    /// assert_eq!(m.request().id, RequestId(3));
+    /// ```
+    #[must_use]
+    pub fn request(&self) -> &RequestInfo {
+        &self.request
+    }
+
+    /// The policy.
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
+    /// assert_eq!(*m.policy(), PollPolicy::default());
+    /// ```
+    #[must_use]
+    pub fn policy(&self) -> &PollPolicy {
+        &self.policy
+    }
+
+    /// How many polls the machine has asked for so far (the next poll's
+    /// [`SendId::attempt`]).
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
+    /// let _ = m.poll_action();
+    /// assert_eq!(m.sends(), 1);
+    /// ```
+    #[must_use]
+    pub fn sends(&self) -> u32 {
+        self.sent
+    }
+
+    /// Whether a poll is in flight (the machine waits for its answer).
+    ///
+    /// ```
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
+    /// assert!(!m.in_flight());
+    /// let _ = m.poll_action();
+    /// assert!(m.in_flight());
+    /// ```
+    #[must_use]
+    pub fn in_flight(&self) -> bool {
+        matches!(self.phase, Phase::InFlight(_))
+    }
+}
+
+impl<R: Rng> Machine for PollMachine<R> {
+    #[inline]
+    fn handle(&mut self, now: Instant, event: Event<'_>) {
+        PollMachine::handle(self, now, event);
+    }
+    #[inline]
+    fn poll_action(&mut self) -> Action {
+        PollMachine::poll_action(self)
+    }
+    fn take_record(&mut self) -> Option<AttemptRecord> {
+        PollMachine::take_record(self)
+    }
+    fn deadline(&self) -> Option<Instant> {
+        Some(PollMachine::deadline(self))
+    }
+    fn take_notice(&mut self) -> Option<Notice> {
+        PollMachine::take_notice(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_is_valid() {
+        assert_eq!(PollPolicy::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        type Mutate = fn(&mut PollPolicy);
+        let cases: [(Mutate, &str); 15] = [
+            (
+                |p| p.retry.backoff.base = Duration::ZERO,
+                "retry.backoff.base",
+            ),
+            (
+                |p| p.retry.backoff.multiplier = 0,
+                "retry.backoff.multiplier",
+            ),
+            (
+                |p| p.retry.backoff.cap = Duration::from_millis(1),
+                "retry.backoff.cap",
+            ),
+            (
+                |p| p.retry.backoff.jitter = Jitter::Percent(101),
+                "retry.backoff.jitter",
+            ),
+            (
+                |p| p.retry.retry_after.min = Duration::ZERO,
+                "retry.retry_after.min",
+            ),
+            (
+                |p| {
+                    p.retry.retry_after.min = Duration::from_secs(10);
+                    p.retry.retry_after.max = Duration::from_secs(5);
+                },
+                "retry.retry_after.max",
+            ),
+            (
+                |p| p.retry.retry_after.auto_wait_cap = Duration::from_secs(301),
+                "retry.retry_after.auto_wait_cap",
+            ),
+            (
+                |p| {
+                    p.retry.server_error_statuses.insert(429);
+                },
+                "retry.server_error_statuses",
+            ),
+            (|p| p.backoff.base = Duration::ZERO, "backoff.base"),
+            (|p| p.backoff.cap = Duration::from_secs(1), "backoff.cap"),
+            (
+                |p| p.backoff.jitter = Jitter::Percent(200),
+                "backoff.jitter",
+            ),
+            (
+                |p| p.max_long_poll = Duration::from_millis(999),
+                "max_long_poll",
+            ),
+            (|p| p.wait_param = "", "wait_param"),
+            (|p| p.wait_param = "wait seconds", "wait_param"),
+            (
+                |p| p.terminal_states = TerminalStates::EMPTY,
+                "terminal_states",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut p = PollPolicy::default();
+            mutate(&mut p);
+            match p.validate() {
+                Err(PolicyError::Invalid { field: f, .. }) => assert_eq!(f, field),
+                Ok(()) => panic!("{field}: accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_states_bounds() {
+        let mut s = TerminalStates::EMPTY;
+        for i in 0..TerminalStates::CAPACITY {
+            assert!(s.insert(&format!("s{i}")));
+        }
+        assert!(!s.insert("one-too-many"));
+        assert!(s.insert("s3"), "present already");
+        assert_eq!(s.len(), TerminalStates::CAPACITY);
+        assert!(s.contains("s7") && !s.contains("s8") && !s.contains(""));
+        let long = "x".repeat(StateName::CAPACITY);
+        assert!(TerminalStates::of(&[&long]).is_some_and(|t| t.contains(&long)));
+        assert!(TerminalStates::of(&[&"x".repeat(StateName::CAPACITY + 1)]).is_none());
+        assert_eq!(
+            format!("{:?}", TerminalStates::default()),
+            r#"{"passed", "failed", "cancelled"}"#
+        );
+    }
+}

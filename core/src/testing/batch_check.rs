@@ -1,0 +1,532 @@
+//! [`BatchChecker`]: the invariants of a [`BatchMachine`](crate::BatchMachine),
+//! checked on its stream of inputs and outputs independently of its logic.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{Violation, violation};
+use crate::batch::BatchPolicy;
+use crate::event::{Action, Event, SendId};
+use crate::outcome::{Outcome, RetryClass};
+use crate::request::RequestInfo;
+use crate::retry_after;
+
+/// Checks the invariants of SPEC.md §1, §2 and §4 on the inputs and outputs
+/// of a batch:
+///
+/// * `sleep-past-deadline`: every `SleepUntil(t)` has `t <= deadline`;
+/// * `send-after-deadline`: no send at or after the deadline;
+/// * `abort-at`: every send carries `abort_at = deadline + cushion`;
+/// * `send-after-stop` / `stop-sticky`: after `Stop(o)` every action is `Stop(o)`;
+/// * `cancel`: after `Cancel` the next action is `Stop(Cancelled)`;
+/// * `item-range`: every send names an item of the batch;
+/// * `concurrency`: never more than `policy.concurrency` sends in flight
+///   (a send is in flight until its answer or transport error is fed);
+/// * `send-while-in-flight`: an item never has two sends in flight;
+/// * `attempt-order`: an item's attempt numbers strictly increase;
+/// * `not-replayable`: a non-replayable item is sent at most once;
+/// * `retry-budget`: an item resends only after a failure of a retried
+///   class, and its retries per class stay within that class's budget;
+/// * `restarts`: a resend after an answer that can only have ended the item
+///   `RateLimited` (a rate-limited answer with the class budget spent, or a
+///   `Retry-After` over the automatic wait cap) is a batch restart; at most
+///   `max_restarts` per item, and they do not refill the class budgets;
+/// * `retry-after`: an item never sends before the instant its last answer's
+///   valid `Retry-After` named (raised to `retry_after.min`);
+/// * with [`throttled`](Self::throttled): `rate` (never more than `limit`
+///   sends in any half-open window) and `cool-down` (no send before the end
+///   of a cool-down started by a rate-limited answer with a valid
+///   `Retry-After`, clamped to `retry_after.min..=max`);
+/// * through [`outcomes`](Self::outcomes): `outcome-changed` (an item's
+///   outcome, once set, never changes), `item-unfinished` (at `Stop` every
+///   item has one), `late-success` (an item answered at or after the
+///   deadline ends `TimedOut`) and `stop-outcome` (the batch's outcome is
+///   `Cancelled` exactly after a cancel, else `TimedOut` if an item timed
+///   out, else `BatchDone` with the right counts).
+///
+/// Feed it every input with [`input`](Self::input) and every output with
+/// [`output`](Self::output) (the [`Simulator`](super::Simulator) does with
+/// [`check_batch`](super::Simulator::check_batch)), and the machine's
+/// [`outcomes`](crate::BatchMachine::outcomes) whenever you can.
+///
+/// ```
+/// use polite_core::testing::{BatchChecker, Scripted, Simulator, origin};
+/// use polite_core::{BatchMachine, BatchPolicy, Method, Outcome, RateThrottle, RequestId,
+///                   RequestInfo, SplitMix64};
+/// use std::time::Duration;
+///
+/// let t0 = origin();
+/// let requests: Vec<_> = (0..6).map(|i| RequestInfo::new(RequestId(i), Method::Get)).collect();
+/// let policy = BatchPolicy { concurrency: 2, ..BatchPolicy::default() };
+/// let mut batch = BatchMachine::new(policy, requests.clone(), SplitMix64::new(1),
+///     RateThrottle::new(3, Duration::from_millis(500)).unwrap(), t0, Duration::from_secs(10)).unwrap();
+/// let checker = BatchChecker::new(&policy, &requests, batch.deadline())
+///     .throttled(3, Duration::from_millis(500));
+/// let trace = Simulator::new(t0)
+///     .server(|_, _| Scripted::status(200))
+///     .check_batch(checker)
+///     .run(&mut batch)
+///     .unwrap();
+/// assert_eq!(trace.outcome, Outcome::BatchDone { succeeded: 6, failed: 0 });
+///
+/// // The same checks, by hand, on the item outcomes:
+/// let mut checker = BatchChecker::new(&policy, &requests, batch.deadline());
+/// checker.output(t0, &polite_core::Action::Stop(trace.outcome)).unwrap();
+/// checker.outcomes(batch.outcomes()).unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct BatchChecker {
+    policy: BatchPolicy,
+    replayable: Vec<bool>,
+    deadline: Instant,
+    throttle: Option<(u32, Duration)>,
+    now: Option<Instant>,
+    stopped: Option<Outcome>,
+    cancelled: bool,
+    flying: Vec<Option<SendId>>,
+    in_flight: u32,
+    peak: u32,
+    sends: Vec<u32>,
+    total: u32,
+    last_class: Vec<Option<RetryClass>>,
+    over_cap: Vec<bool>,
+    retries: Vec<[u32; 3]>,
+    restarts: Vec<u32>,
+    last_attempt: Vec<Option<u32>>,
+    not_before: Vec<Option<Instant>>,
+    late: Vec<bool>,
+    cool_until: Option<Instant>,
+    recent: VecDeque<Instant>,
+    outcomes: Vec<Option<Outcome>>,
+}
+
+impl BatchChecker {
+    /// A checker for a batch of `requests` run with `policy` until
+    /// `deadline`.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// assert!(c.output(t0, &Action::SleepUntil(deadline + Duration::from_secs(1))).is_err());
+    /// ```
+    #[must_use]
+    pub fn new(policy: &BatchPolicy, requests: &[RequestInfo], deadline: Instant) -> BatchChecker {
+        let n = requests.len();
+        BatchChecker {
+            policy: *policy,
+            replayable: requests.iter().map(RequestInfo::is_replayable).collect(),
+            deadline,
+            throttle: None,
+            now: None,
+            stopped: None,
+            cancelled: false,
+            flying: vec![None; n],
+            in_flight: 0,
+            peak: 0,
+            sends: vec![0; n],
+            total: 0,
+            last_class: vec![None; n],
+            over_cap: vec![false; n],
+            retries: vec![[0; 3]; n],
+            restarts: vec![0; n],
+            last_attempt: vec![None; n],
+            not_before: vec![None; n],
+            late: vec![false; n],
+            cool_until: None,
+            recent: VecDeque::new(),
+            outcomes: vec![None; n],
+        }
+    }
+
+    /// The batch's pace is a [`RateThrottle`](crate::RateThrottle) of
+    /// `limit` per `window` that nothing else uses: check the `rate` and
+    /// `cool-down` rules too.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline).throttled(1, Duration::from_secs(1));
+    /// c.output(t0, &send(0)).unwrap();
+    /// assert_eq!(c.output(t0, &send(1)).unwrap_err().rule, "rate");
+    /// ```
+    #[must_use]
+    pub fn throttled(mut self, limit: u32, window: Duration) -> BatchChecker {
+        self.throttle = Some((limit, window));
+        self
+    }
+
+    /// The most sends seen in flight at once.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// c.output(t0, &send(0)).unwrap();
+    /// c.output(t0, &send(1)).unwrap();
+    /// assert_eq!(c.peak_in_flight(), 2);
+    /// ```
+    #[must_use]
+    pub fn peak_in_flight(&self) -> u32 {
+        self.peak
+    }
+
+    /// Sends seen.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// c.output(t0, &send(0)).unwrap();
+    /// assert_eq!(c.sends(), 1);
+    /// ```
+    #[must_use]
+    pub fn sends(&self) -> u32 {
+        self.total
+    }
+
+    /// The batch's outcome, once it stopped.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// c.input(t0, &Event::Cancel);
+    /// c.output(t0, &Action::Stop(Outcome::Cancelled)).unwrap();
+    /// assert_eq!(c.outcome(), Some(Outcome::Cancelled));
+    /// ```
+    #[must_use]
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.stopped
+    }
+
+    fn clamp_now(&mut self, now: Instant) -> Instant {
+        let now = self.now.map_or(now, |n| n.max(now));
+        self.now = Some(now);
+        now
+    }
+
+    /// Records an input fed to the batch at `now`.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// c.input(t0, &Event::Cancel);
+    /// assert_eq!(c.output(t0, &send(0)).unwrap_err().rule, "cancel");
+    /// ```
+    pub fn input(&mut self, now: Instant, event: &Event<'_>) {
+        let now = self.clamp_now(now);
+        if self.stopped.is_some() {
+            return;
+        }
+        let retry = &self.policy.retry;
+        let id = match event {
+            Event::Cancel => {
+                self.cancelled = true;
+                return;
+            }
+            Event::Tick => return,
+            Event::Response(r) => {
+                if let Some(v) = r.retry_after
+                    && let Ok(d) = retry_after::server_delay(v, r.date, r.wall_clock)
+                {
+                    if self.throttle.is_some()
+                        && retry.class_of(r.status) == Some(RetryClass::RateLimited)
+                        && let Some(until) =
+                            now.checked_add(d.clamp(retry.retry_after.min, retry.retry_after.max))
+                    {
+                        self.cool_until = Some(self.cool_until.map_or(until, |c| c.max(until)));
+                    }
+                    let item = r.id.item as usize;
+                    if self.flying.get(item) == Some(&Some(r.id)) {
+                        self.not_before[item] = now.checked_add(d.max(retry.retry_after.min));
+                        self.over_cap[item] = d > retry.retry_after.auto_wait_cap;
+                    }
+                }
+                (r.id, retry.class_of(r.status))
+            }
+            Event::TransportError(id, _) => (*id, Some(RetryClass::Transport)),
+        };
+        let (id, class) = id;
+        let item = id.item as usize;
+        if self.flying.get(item) == Some(&Some(id)) {
+            self.last_class[item] = class;
+            self.flying[item] = None;
+            self.in_flight -= 1;
+            if now >= self.deadline && !self.cancelled {
+                self.late[item] = true;
+            }
+        }
+    }
+
+    /// Checks an action the batch answered at `now`.
+    ///
+    /// # Errors
+    ///
+    /// The [`Violation`] it breaks.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// c.output(t0, &send(0)).unwrap();
+    /// assert_eq!(c.output(t0, &send(0)).unwrap_err().rule, "send-while-in-flight");
+    /// ```
+    pub fn output(&mut self, now: Instant, action: &Action) -> Result<(), Violation> {
+        let now = self.clamp_now(now);
+        if let Some(o) = self.stopped {
+            return match action {
+                Action::Stop(p) if *p == o => Ok(()),
+                Action::Send(_) => violation("send-after-stop", format!("{action:?} after {o:?}")),
+                _ => violation("stop-sticky", format!("{action:?} after {o:?}")),
+            };
+        }
+        if self.cancelled && *action != Action::Stop(Outcome::Cancelled) {
+            return violation("cancel", format!("{action:?} after Cancel"));
+        }
+        match *action {
+            Action::Stop(o) => {
+                self.stopped = Some(o);
+                Ok(())
+            }
+            Action::SleepUntil(t) if t > self.deadline => violation(
+                "sleep-past-deadline",
+                format!("SleepUntil past the deadline by {:?}", t - self.deadline),
+            ),
+            Action::SleepUntil(_) => Ok(()),
+            Action::Send(plan) => {
+                let item = plan.id.item as usize;
+                let retry = &self.policy.retry;
+                if now >= self.deadline {
+                    return violation("send-after-deadline", format!("{plan:?}"));
+                }
+                if Some(plan.abort_at) != self.deadline.checked_add(retry.transport_cushion) {
+                    return violation("abort-at", format!("{plan:?}"));
+                }
+                if item >= self.flying.len() {
+                    return violation("item-range", format!("{plan:?}"));
+                }
+                if let Some(f) = self.flying[item] {
+                    return violation("send-while-in-flight", format!("{plan:?} while {f} flies"));
+                }
+                if self.in_flight >= self.policy.concurrency {
+                    return violation(
+                        "concurrency",
+                        format!("{plan:?} with {} in flight", self.in_flight),
+                    );
+                }
+                if self.last_attempt[item].is_some_and(|a| a >= plan.id.attempt) {
+                    return violation("attempt-order", format!("{plan:?}"));
+                }
+                if self.sends[item] >= 1 && !self.replayable[item] {
+                    return violation("not-replayable", format!("second send {plan:?}"));
+                }
+                if self.sends[item] > 0 {
+                    let Some(class) = self.last_class[item] else {
+                        return violation(
+                            "retry-budget",
+                            format!("{plan:?}: a resend without a retried failure"),
+                        );
+                    };
+                    let i = match class {
+                        RetryClass::RateLimited => 0,
+                        RetryClass::ServerError => 1,
+                        RetryClass::Transport => 2,
+                    };
+                    let budget = retry.max_retries.of(class);
+                    let spent = self.retries[item][i] >= budget;
+                    let restart = match class {
+                        RetryClass::RateLimited => spent || self.over_cap[item],
+                        _ => !spent && self.over_cap[item],
+                    };
+                    if restart {
+                        self.restarts[item] += 1;
+                        if self.restarts[item] > self.policy.max_restarts {
+                            return violation(
+                                "restarts",
+                                format!("item {item}: restart {}", self.restarts[item]),
+                            );
+                        }
+                    } else {
+                        self.retries[item][i] += 1;
+                        if self.retries[item][i] > budget {
+                            return violation(
+                                "retry-budget",
+                                format!("item {item}: {} {class} retries", self.retries[item][i]),
+                            );
+                        }
+                    }
+                }
+                if let Some(nb) = self.not_before[item]
+                    && now < nb
+                {
+                    return violation(
+                        "retry-after",
+                        format!("item {item} sent {:?} before the server's time", nb - now),
+                    );
+                }
+                if let Some((limit, window)) = self.throttle {
+                    if let Some(c) = self.cool_until
+                        && now < c
+                    {
+                        return violation(
+                            "cool-down",
+                            format!("{plan:?} {:?} before the cool-down ends", c - now),
+                        );
+                    }
+                    while self
+                        .recent
+                        .front()
+                        .is_some_and(|t| t.checked_add(window).is_some_and(|e| e <= now))
+                    {
+                        self.recent.pop_front();
+                    }
+                    if self.recent.len() >= limit as usize {
+                        return violation(
+                            "rate",
+                            format!("{} sends within one window of {window:?}", limit + 1),
+                        );
+                    }
+                    self.recent.push_back(now);
+                }
+                self.flying[item] = Some(plan.id);
+                self.in_flight += 1;
+                self.peak = self.peak.max(self.in_flight);
+                self.sends[item] += 1;
+                self.total += 1;
+                self.last_attempt[item] = Some(plan.id.attempt);
+                self.not_before[item] = None;
+                self.last_class[item] = None;
+                self.over_cap[item] = false;
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks the batch's item outcomes (`BatchMachine::outcomes()`); call
+    /// it after any step, and once after `Stop`.
+    ///
+    /// # Errors
+    ///
+    /// The [`Violation`] it breaks.
+    ///
+    /// ```
+    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// let done = Some(Outcome::Succeeded { status: 200 });
+    /// c.outcomes(&[done, None]).unwrap();
+    /// assert_eq!(c.outcomes(&[None, None]).unwrap_err().rule, "outcome-changed");
+    /// ```
+    pub fn outcomes(&mut self, items: &[Option<Outcome>]) -> Result<(), Violation> {
+        if items.len() != self.outcomes.len() {
+            return violation(
+                "item-unfinished",
+                format!("{} outcomes for {} items", items.len(), self.outcomes.len()),
+            );
+        }
+        for (k, (seen, now)) in self.outcomes.iter_mut().zip(items).enumerate() {
+            if seen.is_some() && seen != now {
+                return violation(
+                    "outcome-changed",
+                    format!("item {k}: {seen:?} then {now:?}"),
+                );
+            }
+            *seen = *now;
+            if self.late[k]
+                && let Some(o) = now
+                && !matches!(o, Outcome::TimedOut { .. })
+            {
+                return violation(
+                    "late-success",
+                    format!("item {k} answered at/after the deadline ended {o:?}"),
+                );
+            }
+        }
+        let Some(stop) = self.stopped else {
+            return Ok(());
+        };
+        if let Some(k) = items.iter().position(Option::is_none) {
+            return violation(
+                "item-unfinished",
+                format!("item {k} has no outcome at {stop:?}"),
+            );
+        }
+        let expected = if self.cancelled {
+            Outcome::Cancelled
+        } else if items
+            .iter()
+            .flatten()
+            .any(|o| matches!(o, Outcome::TimedOut { .. }))
+        {
+            Outcome::TimedOut { needed: None }
+        } else {
+            let succeeded = items.iter().flatten().filter(|o| o.is_success()).count() as u32;
+            Outcome::BatchDone {
+                succeeded,
+                failed: items.len() as u32 - succeeded,
+            }
+        };
+        if stop != expected {
+            return violation("stop-outcome", format!("{stop:?}, expected {expected:?}"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,693 @@
+//! The invariant checker for [`PollMachine`], and a job board that lets the
+//! [`Simulator`] run one (a scripted answer carries no job report, so the
+//! board attaches the report the server closure chose to each answer).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use rand_core::Rng;
+
+use super::{Scripted, Simulator, Trace, Violation, violation};
+use crate::backoff;
+use crate::event::{Action, Event, JobReport, SendId, SendPlan};
+use crate::machine::Machine;
+use crate::outcome::{Outcome, RetryClass};
+use crate::poll::{Notice, PollMachine, PollPolicy};
+use crate::record::AttemptRecord;
+use crate::request::RequestInfo;
+use crate::retry_after;
+
+/// What the next action must be, learnt from the inputs since the last one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Exactly this stop.
+    Stop(Outcome),
+    /// A `TimedOut` stop, whatever instant it names.
+    TimedOut,
+    /// Some stop (two endings raced; either may win).
+    AnyStop,
+}
+
+/// Checks the invariants of SPEC.md §1 and §3 on the inputs and outputs of
+/// one [`PollMachine`], independently of the machine's own logic. Feed it
+/// every event with [`input`](Self::input) (before the machine sees it),
+/// every action with [`output`](Self::output), and every notice with
+/// [`notice`](Self::notice). Rules, by the name a [`Violation`] carries:
+///
+/// * `sleep-past-deadline`: every `SleepUntil(t)` has `t <= deadline`;
+/// * `deadline`: at or after the deadline the only action is `Stop`;
+/// * `abort-at`: every send carries `abort_at = deadline + retry.transport_cushion`;
+/// * `attempt-index`: polls are numbered 0, 1, 2, … on item 0;
+/// * `send-while-in-flight`: never two polls in flight;
+/// * `send-after-stop` / `stop-sticky`: after `Stop(o)` every action is `Stop(o)`;
+/// * `wait-param`: a long poll asks `1 <= n <= min(whole seconds left, max_long_poll)`;
+/// * `mode`: long polls until the server rejects the wait parameter (when
+///   `long_poll_first`), plain polls after, never back;
+/// * `notice-once`: the notice comes once, and only after the switch;
+/// * `retry-budget`: consecutive failures per class, between proper answers,
+///   stay within the class budget;
+/// * `retry-after`: no poll before the server's `Retry-After` instant;
+/// * `not-replayable`: a non-replayable poll is never re-sent after a failure;
+/// * `poll-too-soon`: after a pending answer, long polls start at least
+///   `min_long_poll_interval` apart, and backoff-mode polls wait at least the
+///   schedule's smallest jittered delay;
+/// * `cancel`, `late-answer`, `terminal`, `stale`, `no-report`: after a
+///   cancel, an answer at or after the deadline, a terminal state, an answer
+///   for another session generation, or a success without a job report, the
+///   next action is the matching `Stop`.
+///
+/// For the sharpest checks call `output` after every `input` (as the drive
+/// loop does); when several inputs come between two outputs the checker
+/// accepts any of the stops they could lead to.
+///
+/// ```
+/// use polite_core::testing::{PollChecker, SplitMix64};
+/// use polite_core::{Action, Event, JobReport, Method, PollMachine, PollPolicy, RequestId,
+///                   RequestInfo, Response};
+/// use std::time::{Duration, Instant, UNIX_EPOCH};
+///
+/// let t0 = Instant::now();
+/// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+///                              SplitMix64::new(1), t0, Duration::from_secs(60)).unwrap();
+/// let mut checker = PollChecker::for_machine(&m);
+/// let a = m.poll_action();
+/// checker.output(t0, &a).unwrap();
+/// let Action::Send(p) = a else { unreachable!() };
+/// let t1 = t0 + Duration::from_secs(25);
+/// let e = Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("running")));
+/// checker.input(t1, &e);
+/// m.handle(t1, e);
+/// checker.output(t1, &m.poll_action()).unwrap();
+///
+/// // A broken machine that sleeps past the deadline is caught.
+/// let err = checker.output(t1, &Action::SleepUntil(t0 + Duration::from_secs(61))).unwrap_err();
+/// assert_eq!(err.rule, "sleep-past-deadline");
+/// ```
+#[derive(Clone, Debug)]
+pub struct PollChecker {
+    policy: PollPolicy,
+    replayable: bool,
+    generation: Option<u64>,
+    deadline: Instant,
+    now: Option<Instant>,
+    stopped: Option<Outcome>,
+    expect: Option<Expect>,
+    /// An answer to the poll in flight came since the last output.
+    answered: bool,
+    sends: u32,
+    in_flight: Option<SendPlan>,
+    last_send_at: Option<Instant>,
+    switched: bool,
+    notices: u32,
+    /// The class of the failure the last answer was, if it was one.
+    failure: Option<RetryClass>,
+    consecutive: [u32; 3],
+    not_before: Option<Instant>,
+    /// Backoff-mode pending answers so far.
+    scheduled: u32,
+    /// Where the last pending answer said the next poll may start, at the
+    /// earliest, by the job schedule.
+    schedule_floor: Option<Instant>,
+}
+
+fn class_index(class: RetryClass) -> usize {
+    match class {
+        RetryClass::RateLimited => 0,
+        RetryClass::ServerError => 1,
+        RetryClass::Transport => 2,
+    }
+}
+
+impl PollChecker {
+    /// A checker for a `PollMachine` with this policy, request and deadline.
+    ///
+    /// ```
+    /// use polite_core::testing::PollChecker;
+    /// use polite_core::{Method, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
+    ///                          Instant::now() + Duration::from_secs(30));
+    /// assert_eq!(c.outcome(), None);
+    /// ```
+    #[must_use]
+    pub fn new(policy: &PollPolicy, request: &RequestInfo, deadline: Instant) -> PollChecker {
+        PollChecker {
+            policy: *policy,
+            replayable: request.is_replayable(),
+            generation: request.generation,
+            deadline,
+            now: None,
+            stopped: None,
+            expect: None,
+            answered: false,
+            sends: 0,
+            in_flight: None,
+            last_send_at: None,
+            switched: false,
+            notices: 0,
+            failure: None,
+            consecutive: [0; 3],
+            not_before: None,
+            scheduled: 0,
+            schedule_floor: None,
+        }
+    }
+
+    /// A checker for this machine (its policy, request and deadline). Create
+    /// it before the machine's first action.
+    ///
+    /// ```
+    /// use polite_core::testing::{PollChecker, SplitMix64};
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(30)).unwrap();
+    /// let c = PollChecker::for_machine(&m);
+    /// assert_eq!(c.outcome(), None);
+    /// ```
+    #[must_use]
+    pub fn for_machine<R: Rng>(machine: &PollMachine<R>) -> PollChecker {
+        PollChecker::new(machine.policy(), machine.request(), machine.deadline())
+    }
+
+    /// Sets what the next action must be, unless an earlier input since the
+    /// last output already did; after an answer the machine may have ended
+    /// on its own, so any later expectation is only "some stop".
+    fn expect(&mut self, e: Expect) {
+        if self.expect.is_none() {
+            self.expect = Some(if self.answered { Expect::AnyStop } else { e });
+        }
+    }
+
+    /// Records an input fed to the machine at `now` (call it before the
+    /// machine's `handle`).
+    ///
+    /// ```
+    /// use polite_core::testing::PollChecker;
+    /// use polite_core::{Action, Event, Method, Outcome, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
+    ///                              t0 + Duration::from_secs(30));
+    /// c.input(t0, &Event::Cancel);
+    /// assert_eq!(c.output(t0, &Action::SleepUntil(t0)).unwrap_err().rule, "cancel");
+    /// ```
+    pub fn input(&mut self, now: Instant, event: &Event<'_>) {
+        let now = self.now.map_or(now, |n| n.max(now));
+        self.now = Some(now);
+        if self.stopped.is_some() {
+            return;
+        }
+        let answered = match event {
+            Event::Cancel => {
+                self.expect(Expect::Stop(Outcome::Cancelled));
+                return;
+            }
+            Event::Tick => false,
+            Event::TransportError(id, _) => {
+                if self.in_flight.is_some_and(|p| p.id == *id) {
+                    self.answer_arrived(now);
+                    if now < self.deadline {
+                        self.failure = Some(RetryClass::Transport);
+                    }
+                    true
+                } else {
+                    false
+                }
+            }
+            Event::Response(r) => match self.in_flight.filter(|p| p.id == r.id) {
+                Some(plan) => {
+                    self.answer_arrived(now);
+                    if now < self.deadline {
+                        self.response(now, plan, r);
+                    }
+                    true
+                }
+                None => false,
+            },
+        };
+        // Any event at or after the deadline ends the wait (an answer that
+        // ended it otherwise set its own expectation above).
+        if now >= self.deadline {
+            self.expect(Expect::TimedOut);
+        }
+        self.answered |= answered;
+    }
+
+    /// An answer to the poll in flight, before the deadline.
+    fn response(&mut self, now: Instant, plan: SendPlan, r: &crate::event::Response<'_>) {
+        if let (Some(mine), Some(now_gen)) = (self.generation, r.generation)
+            && mine != now_gen
+        {
+            return self.expect(Expect::Stop(Outcome::Stale));
+        }
+        let server = r
+            .retry_after
+            .and_then(|v| retry_after::server_delay(v, r.date, r.wall_clock).ok())
+            .map(|d| d.max(self.policy.retry.retry_after.min))
+            .and_then(|d| now.checked_add(d));
+        match (r.status, r.job) {
+            (status, Some(JobReport::LongPollUnsupported)) => {
+                if plan.long_poll.is_some() {
+                    self.switched = true;
+                    self.consecutive = [0; 3];
+                } else {
+                    self.expect(Expect::Stop(Outcome::NotRetryable { status }));
+                }
+            }
+            (100..=399, Some(JobReport::State(s))) => {
+                let terminal = self.policy.terminal_states.iter().find(|t| t.as_str() == s);
+                if let Some(state) = terminal {
+                    return self.expect(Expect::Stop(Outcome::Terminal { state }));
+                }
+                self.consecutive = [0; 3];
+                self.not_before = server;
+                self.schedule_floor = if plan.long_poll.is_some() {
+                    self.last_send_at
+                        .and_then(|t| t.checked_add(self.policy.min_long_poll_interval))
+                } else {
+                    let b = &self.policy.backoff;
+                    let least =
+                        backoff::jitter(backoff::exponential(b, self.scheduled), b.jitter, 0);
+                    self.scheduled += 1;
+                    now.checked_add(least)
+                };
+            }
+            (status @ 100..=399, None) | (status @ (0..=99 | 600..), _) => {
+                self.expect(Expect::Stop(Outcome::NotRetryable { status }));
+            }
+            (status, _) => match self.policy.retry.class_of(status) {
+                Some(class) => {
+                    self.failure = Some(class);
+                    self.not_before = server;
+                }
+                None => self.expect(Expect::Stop(Outcome::NotRetryable { status })),
+            },
+        }
+    }
+
+    fn answer_arrived(&mut self, now: Instant) {
+        self.in_flight = None;
+        self.failure = None;
+        self.not_before = None;
+        self.schedule_floor = None;
+        if now >= self.deadline {
+            self.expect(Expect::TimedOut);
+        }
+    }
+
+    /// Records a notice the machine gave after an input.
+    ///
+    /// # Errors
+    ///
+    /// A `notice-once` [`Violation`] for a second notice, or one before the
+    /// switch to backoff.
+    ///
+    /// ```
+    /// use polite_core::testing::PollChecker;
+    /// use polite_core::{Method, Notice, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let mut c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
+    ///                              Instant::now() + Duration::from_secs(30));
+    /// assert_eq!(c.notice(Notice::LongPollUnsupported).unwrap_err().rule, "notice-once");
+    /// ```
+    pub fn notice(&mut self, notice: Notice) -> Result<(), Violation> {
+        self.notices += 1;
+        if !self.switched {
+            return violation("notice-once", format!("{notice:?} before any switch"));
+        }
+        if self.notices > 1 {
+            return violation("notice-once", format!("{notice:?} #{}", self.notices));
+        }
+        Ok(())
+    }
+
+    /// Checks an action the machine answered at `now`.
+    ///
+    /// # Errors
+    ///
+    /// The [`Violation`] it breaks.
+    ///
+    /// ```
+    /// use polite_core::testing::PollChecker;
+    /// use polite_core::{Action, Method, PollPolicy, RequestId, RequestInfo, SendId, SendPlan};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let deadline = t0 + Duration::from_secs(7);
+    /// let mut c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get), deadline);
+    /// let plan = SendPlan { id: SendId::default(), request: RequestId(1),
+    ///                       abort_at: deadline + Duration::from_secs(2), long_poll: Some(8) };
+    /// assert_eq!(c.output(t0, &Action::Send(plan)).unwrap_err().rule, "wait-param");
+    /// ```
+    pub fn output(&mut self, now: Instant, action: &Action) -> Result<(), Violation> {
+        let now = self.now.map_or(now, |n| n.max(now));
+        self.now = Some(now);
+        self.answered = false;
+        if let Some(o) = self.stopped {
+            return match action {
+                Action::Stop(p) if *p == o => Ok(()),
+                Action::Send(_) => violation("send-after-stop", format!("{action:?} after {o:?}")),
+                _ => violation("stop-sticky", format!("{action:?} after {o:?}")),
+            };
+        }
+        if let Some(e) = self.expect {
+            let ok = match (e, action) {
+                (Expect::Stop(o), Action::Stop(p)) => o == *p,
+                (Expect::TimedOut, Action::Stop(p)) => matches!(p, Outcome::TimedOut { .. }),
+                (Expect::AnyStop, Action::Stop(_)) => true,
+                _ => false,
+            };
+            if !ok {
+                let rule = match e {
+                    Expect::Stop(Outcome::Cancelled) => "cancel",
+                    Expect::Stop(Outcome::Terminal { .. }) => "terminal",
+                    Expect::Stop(Outcome::Stale) => "stale",
+                    Expect::Stop(Outcome::NotRetryable { .. }) => "not-retryable",
+                    Expect::TimedOut => "late-answer",
+                    _ => "cancel",
+                };
+                return violation(rule, format!("{action:?}, expected {e:?}"));
+            }
+        }
+        match *action {
+            Action::Stop(o) => {
+                self.stopped = Some(o);
+                Ok(())
+            }
+            _ if now >= self.deadline => {
+                violation("deadline", format!("{action:?} at or after the deadline"))
+            }
+            Action::SleepUntil(t) => {
+                if t > self.deadline {
+                    return violation(
+                        "sleep-past-deadline",
+                        format!("SleepUntil past the deadline by {:?}", t - self.deadline),
+                    );
+                }
+                Ok(())
+            }
+            Action::Send(plan) => self.send(now, plan),
+        }
+    }
+
+    fn send(&mut self, now: Instant, plan: SendPlan) -> Result<(), Violation> {
+        let cushion = self.policy.retry.transport_cushion;
+        if self.deadline.checked_add(cushion) != Some(plan.abort_at) {
+            return violation("abort-at", format!("{plan:?}"));
+        }
+        if plan.id
+            != (SendId {
+                item: 0,
+                attempt: self.sends,
+            })
+        {
+            return violation("attempt-index", format!("{plan:?} as poll #{}", self.sends));
+        }
+        if let Some(f) = self.in_flight {
+            return violation("send-while-in-flight", format!("{plan:?} while {f:?}"));
+        }
+        let long = self.policy.long_poll_first && !self.switched;
+        match plan.long_poll {
+            Some(n) => {
+                if !long {
+                    return violation("mode", format!("long poll {plan:?} in backoff mode"));
+                }
+                let left = (self.deadline - now).as_secs();
+                let most = left.min(self.policy.max_long_poll.as_secs());
+                if n == 0 || u64::from(n) > most {
+                    return violation(
+                        "wait-param",
+                        format!("wait {n} s with {left} s left (at most {most})"),
+                    );
+                }
+            }
+            None if long => {
+                return violation("mode", format!("plain poll {plan:?} in long-poll mode"));
+            }
+            None => {}
+        }
+        if let Some(class) = self.failure {
+            if !self.replayable {
+                return violation(
+                    "not-replayable",
+                    format!("{plan:?} after a {class} failure"),
+                );
+            }
+            let i = class_index(class);
+            self.consecutive[i] += 1;
+            if self.consecutive[i] > self.policy.retry.max_retries.of(class) {
+                return violation(
+                    "retry-budget",
+                    format!("{} consecutive {class} retries", self.consecutive[i]),
+                );
+            }
+        }
+        if let Some(nb) = self.not_before
+            && now < nb
+        {
+            return violation(
+                "retry-after",
+                format!("poll {:?} before the server's time", nb - now),
+            );
+        }
+        if let Some(floor) = self.schedule_floor
+            && now < floor
+        {
+            return violation(
+                "poll-too-soon",
+                format!("poll {:?} before the schedule allows", floor - now),
+            );
+        }
+        self.sends += 1;
+        self.in_flight = Some(plan);
+        self.last_send_at = Some(now);
+        self.failure = None;
+        self.not_before = None;
+        self.schedule_floor = None;
+        Ok(())
+    }
+
+    /// The outcome seen, if the machine stopped.
+    ///
+    /// ```
+    /// use polite_core::testing::PollChecker;
+    /// use polite_core::{Action, Method, Outcome, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
+    ///                              t0 + Duration::from_secs(30));
+    /// c.output(t0, &Action::Stop(Outcome::Cancelled)).unwrap();
+    /// assert_eq!(c.outcome(), Some(Outcome::Cancelled));
+    /// ```
+    #[must_use]
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.stopped
+    }
+
+    /// Whether the checker saw the server reject the wait parameter.
+    ///
+    /// ```
+    /// use polite_core::testing::PollChecker;
+    /// use polite_core::{Method, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
+    ///                          Instant::now() + Duration::from_secs(30));
+    /// assert!(!c.switched());
+    /// ```
+    #[must_use]
+    pub fn switched(&self) -> bool {
+        self.switched
+    }
+}
+
+/// What the board holds, shared between the server closure and the machine.
+#[derive(Debug, Default)]
+struct Board {
+    reports: Vec<(SendId, JobReport<'static>)>,
+    notices: Vec<(Instant, Notice)>,
+    violation: Option<Violation>,
+}
+
+/// Runs a [`PollMachine`] in the [`Simulator`] with job reports.
+///
+/// A [`Scripted`] answer has a status and headers but no body, so the board
+/// carries what the body would say: the server closure given to
+/// [`server`](Self::server) answers each poll with a `Scripted` *and* a
+/// [`JobReport`], and [`run`](Self::run) attaches that report to the answer
+/// the machine receives (as an adapter's classifier would), checks every
+/// step with a [`PollChecker`], and collects the machine's notices.
+///
+/// Cheap to clone: clones share one board.
+///
+/// ```
+/// use polite_core::testing::{JobBoard, Scripted, Simulator, SplitMix64};
+/// use polite_core::{JobReport, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
+/// use std::time::{Duration, Instant};
+///
+/// let t0 = Instant::now();
+/// let done = t0 + Duration::from_secs(40);
+/// let board = JobBoard::new();
+/// // A server that holds each long poll until the job ends or the wait elapses.
+/// let sim = Simulator::new(t0).server(board.server(move |now, plan| {
+///     let until = now + Duration::from_secs(u64::from(plan.long_poll.unwrap_or(0)));
+///     let at = until.min(done.max(now));
+///     let state = if at >= done { "passed" } else { "running" };
+///     (Scripted::status(200).after(at - now), Some(JobReport::State(state)))
+/// }));
+/// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+///                          SplitMix64::new(1), t0, Duration::from_secs(120)).unwrap();
+/// let run = board.run(sim, m).unwrap();
+/// assert!(matches!(run.trace.outcome, Outcome::Terminal { .. }));
+/// assert_eq!(run.trace.sends().count(), 2);
+/// assert!(run.notices.is_empty());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct JobBoard {
+    board: Rc<RefCell<Board>>,
+}
+
+/// What [`JobBoard::run`] produced: the simulator's trace and the notices the
+/// machine gave, with their instants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PollTrace {
+    /// Every action, record and the outcome.
+    pub trace: Trace,
+    /// Every notice, in order.
+    pub notices: Vec<(Instant, Notice)>,
+}
+
+impl JobBoard {
+    /// An empty board.
+    ///
+    /// ```
+    /// use polite_core::testing::JobBoard;
+    /// let _board = JobBoard::new();
+    /// ```
+    #[must_use]
+    pub fn new() -> JobBoard {
+        JobBoard::default()
+    }
+
+    /// Wraps a server closure that answers a poll with a [`Scripted`] answer
+    /// and the [`JobReport`] its body carries, into a closure for
+    /// [`Simulator::server`].
+    ///
+    /// ```
+    /// use polite_core::testing::{JobBoard, Scripted, Simulator};
+    /// use polite_core::JobReport;
+    /// use std::time::Instant;
+    /// let board = JobBoard::new();
+    /// let _sim = Simulator::new(Instant::now())
+    ///     .server(board.server(|_now, _plan| (Scripted::status(200), Some(JobReport::State("running")))));
+    /// ```
+    pub fn server(
+        &self,
+        mut answer: impl FnMut(Instant, &SendPlan) -> (Scripted, Option<JobReport<'static>>) + 'static,
+    ) -> impl FnMut(Instant, &SendPlan) -> Scripted + 'static {
+        let board = Rc::clone(&self.board);
+        move |now, plan| {
+            let (scripted, report) = answer(now, plan);
+            if let Some(report) = report {
+                board.borrow_mut().reports.push((plan.id, report));
+            }
+            scripted
+        }
+    }
+
+    /// Runs `machine` in `simulator` to its end, attaching the posted job
+    /// reports to the answers and checking every step with a
+    /// [`PollChecker`].
+    ///
+    /// # Errors
+    ///
+    /// The first [`Violation`] the checker finds, or the simulator's own.
+    ///
+    /// ```
+    /// use polite_core::testing::{JobBoard, Simulator, SplitMix64};
+    /// use polite_core::{Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                          SplitMix64::new(1), t0, Duration::from_secs(3)).unwrap();
+    /// // No server at all: every poll hangs until the deadline.
+    /// let run = JobBoard::new().run(Simulator::new(t0), m).unwrap();
+    /// assert_eq!(run.trace.outcome, Outcome::TimedOut { needed: None });
+    /// ```
+    pub fn run<R: Rng>(
+        &self,
+        simulator: Simulator,
+        machine: PollMachine<R>,
+    ) -> Result<PollTrace, Violation> {
+        let attached = Attached {
+            checker: PollChecker::for_machine(&machine),
+            now: simulator.start,
+            machine,
+            board: Rc::clone(&self.board),
+        };
+        let trace = simulator.run(attached)?;
+        let mut board = self.board.borrow_mut();
+        if let Some(v) = board.violation.take() {
+            return Err(v);
+        }
+        Ok(PollTrace {
+            trace,
+            notices: std::mem::take(&mut board.notices),
+        })
+    }
+}
+
+/// A `PollMachine` on a board: attaches reports, checks, collects notices.
+#[derive(Debug)]
+struct Attached<R> {
+    machine: PollMachine<R>,
+    checker: PollChecker,
+    board: Rc<RefCell<Board>>,
+    /// The simulator's clock: the instant of the latest input.
+    now: Instant,
+}
+
+impl<R> Attached<R> {
+    fn fail(&self, v: Violation) {
+        let mut board = self.board.borrow_mut();
+        if board.violation.is_none() {
+            board.violation = Some(v);
+        }
+    }
+}
+
+impl<R: Rng> Machine for Attached<R> {
+    fn handle(&mut self, now: Instant, mut event: Event<'_>) {
+        self.now = self.now.max(now);
+        if let Event::Response(r) = &mut event {
+            let mut board = self.board.borrow_mut();
+            if let Some(i) = board.reports.iter().position(|(id, _)| *id == r.id) {
+                r.job = Some(board.reports.swap_remove(i).1);
+            }
+        }
+        self.checker.input(now, &event);
+        self.machine.handle(now, event);
+        if let Some(n) = self.machine.take_notice() {
+            self.board.borrow_mut().notices.push((self.now, n));
+            if let Err(v) = self.checker.notice(n) {
+                self.fail(v);
+            }
+        }
+    }
+
+    fn poll_action(&mut self) -> Action {
+        let action = self.machine.poll_action();
+        if let Err(v) = self.checker.output(self.now, &action) {
+            self.fail(v);
+        }
+        action
+    }
+
+    fn take_record(&mut self) -> Option<AttemptRecord> {
+        self.machine.take_record()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.machine.deadline())
+    }
+}

@@ -1,0 +1,784 @@
+//! Scenario tests for `PollMachine` through the public API, in virtual time.
+//!
+//! Servers are closures of the send instant and the plan (via
+//! `Simulator::server`); a `JobBoard` carries the job report each answer's
+//! body would hold, and checks every step with the `PollChecker`.
+#![allow(clippy::field_reassign_with_default)] // policies are spelled as deltas from the default
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use polite_core::testing::{JobBoard, PollTrace, Scripted, Simulator, SplitMix64, origin};
+use polite_core::{
+    Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PolicyError, PollMachine,
+    PollMode, PollPolicy, Reply, RequestId, RequestInfo, Response, RetryAfterNote, RetryClass,
+    SendPlan, StateName, TerminalStates, TransportErrorKind,
+};
+
+const MS: Duration = Duration::from_millis(1);
+const S: Duration = Duration::from_secs(1);
+const LATENCY: Duration = Duration::from_millis(5);
+
+fn get() -> RequestInfo {
+    RequestInfo::new(RequestId(1), Method::Get)
+}
+
+fn backoff_first() -> PollPolicy {
+    let mut p = PollPolicy::default();
+    p.long_poll_first = false;
+    p
+}
+
+fn machine(policy: PollPolicy, t0: Instant, timeout: Duration) -> PollMachine<SplitMix64> {
+    PollMachine::new(policy, get(), SplitMix64::new(1), t0, timeout).unwrap()
+}
+
+fn state(name: &str) -> Outcome {
+    Outcome::Terminal {
+        state: StateName::new(name).unwrap(),
+    }
+}
+
+/// A remote job in virtual time, and the server that reports it.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    /// When it turns `final_state`; `None`: never.
+    done_at: Option<Instant>,
+    final_state: &'static str,
+    /// Whether the server honours the wait parameter (else it rejects it
+    /// with 400 VALIDATION_ERROR).
+    long_poll: bool,
+}
+
+impl Job {
+    fn ending(at: Instant) -> Job {
+        Job {
+            done_at: Some(at),
+            final_state: "passed",
+            long_poll: true,
+        }
+    }
+
+    fn never() -> Job {
+        Job {
+            done_at: None,
+            final_state: "passed",
+            long_poll: true,
+        }
+    }
+
+    fn without_long_poll(mut self) -> Job {
+        self.long_poll = false;
+        self
+    }
+
+    fn state_at(&self, t: Instant) -> &'static str {
+        if self.done_at.is_some_and(|d| d <= t) {
+            self.final_state
+        } else {
+            "running"
+        }
+    }
+
+    /// A long poll is held until the job ends or the wait elapses; a plain
+    /// poll is answered at once. Every answer takes `LATENCY` to arrive.
+    fn answer(&self, now: Instant, plan: &SendPlan) -> (Scripted, Option<JobReport<'static>>) {
+        match plan.long_poll {
+            Some(_) if !self.long_poll => (
+                Scripted::status(400).after(LATENCY),
+                Some(JobReport::LongPollUnsupported),
+            ),
+            Some(n) => {
+                let wait_end = now + Duration::from_secs(u64::from(n));
+                let at = match self.done_at {
+                    Some(d) if d < wait_end => d.max(now),
+                    _ => wait_end,
+                };
+                (
+                    Scripted::status(200).after(at - now + LATENCY),
+                    Some(JobReport::State(self.state_at(at))),
+                )
+            }
+            None => (
+                Scripted::status(200).after(LATENCY),
+                Some(JobReport::State(self.state_at(now))),
+            ),
+        }
+    }
+}
+
+/// Runs `m` against `job`, with `first` answers (and reports) before the
+/// job server takes over; checked by the `PollChecker`.
+fn run_with(
+    t0: Instant,
+    job: Job,
+    first: Vec<(Scripted, Option<JobReport<'static>>)>,
+    cancel_at: Option<Instant>,
+    m: PollMachine<SplitMix64>,
+) -> PollTrace {
+    let board = JobBoard::new();
+    let mut first = first.into_iter();
+    let mut sim = Simulator::new(t0).server(
+        board.server(move |now, plan| first.next().unwrap_or_else(|| job.answer(now, plan))),
+    );
+    if let Some(c) = cancel_at {
+        sim = sim.cancel_at(c);
+    }
+    board.run(sim, m).unwrap()
+}
+
+fn run(t0: Instant, job: Job, m: PollMachine<SplitMix64>) -> PollTrace {
+    run_with(t0, job, Vec::new(), None, m)
+}
+
+fn sleeps(run: &PollTrace) -> impl Iterator<Item = Instant> + '_ {
+    run.trace.steps.iter().filter_map(|s| match s.action {
+        Action::SleepUntil(t) => Some(t),
+        _ => None,
+    })
+}
+
+fn running(id: polite_core::SendId) -> Response<'static> {
+    Response::new(id, 200, UNIX_EPOCH).job(JobReport::State("running"))
+}
+
+fn send(m: &mut PollMachine<SplitMix64>) -> SendPlan {
+    match m.poll_action() {
+        Action::Send(p) => p,
+        other => panic!("expected a send, got {other:?}"),
+    }
+}
+
+#[test]
+fn long_poll_sees_the_end_within_10_ms_with_at_most_3_requests() {
+    let t0 = origin();
+    let done = t0 + 60 * S;
+    let run = run(
+        t0,
+        Job::ending(done),
+        machine(PollPolicy::default(), t0, 120 * S),
+    );
+    assert_eq!(run.trace.outcome, state("passed"));
+    assert!(run.trace.sends().count() <= 3, "{:?}", run.trace.steps);
+    assert!(run.trace.ended_at >= done);
+    assert!(
+        run.trace.ended_at - done <= 10 * MS,
+        "{:?}",
+        run.trace.ended_at - done
+    );
+    // Sent at once each time (the server already waited), asking 25 s.
+    let sends: Vec<_> = run.trace.sends().collect();
+    assert_eq!(sends[0].0, t0);
+    for w in sends.windows(2) {
+        assert_eq!(w[1].0 - w[0].0, 25 * S + LATENCY);
+    }
+    assert!(sends.iter().all(|(_, p)| p.long_poll == Some(25)));
+    // Every sleep is the in-flight "until the deadline" sentinel: never a
+    // real pause between polls.
+    assert!(sleeps(&run).all(|t| t == t0 + 120 * S));
+    assert!(run.notices.is_empty());
+    let last = run.trace.records.last().unwrap();
+    assert_eq!(last.outcome, Some(state("passed")));
+    assert_eq!(last.reply, Reply::Status(200));
+}
+
+#[test]
+fn without_long_poll_support_the_backoff_schedule_is_2_4_8_15_15() {
+    let t0 = origin();
+    let done = t0 + 60 * S;
+    for seed in 0..20 {
+        let m = PollMachine::new(
+            PollPolicy::default(),
+            get(),
+            SplitMix64::new(seed),
+            t0,
+            120 * S,
+        )
+        .unwrap();
+        let run = run(t0, Job::ending(done).without_long_poll(), m);
+        assert_eq!(run.trace.outcome, state("passed"), "seed {seed}");
+        // Told once, when the first answer arrived.
+        assert_eq!(
+            run.notices,
+            vec![(t0 + LATENCY, Notice::LongPollUnsupported)]
+        );
+        assert_eq!(
+            Notice::LongPollUnsupported.to_string(),
+            "server does not support long-poll; switching to backoff"
+        );
+        let sends: Vec<_> = run.trace.sends().collect();
+        assert_eq!(sends[0].1.long_poll, Some(25));
+        assert!(sends[1..].iter().all(|(_, p)| p.long_poll.is_none()));
+        // The plain poll follows the rejection at once.
+        assert_eq!(sends[1].0, t0 + LATENCY);
+        // Every planned delay after a pending answer is on the schedule, ±20 %.
+        let planned: Vec<_> = run
+            .trace
+            .records
+            .iter()
+            .skip(1)
+            .filter_map(|r| r.next)
+            .collect();
+        let schedule = [2u64, 4, 8, 15, 15, 15, 15, 15];
+        assert!(planned.len() >= 5, "{planned:?}");
+        for (i, p) in planned.iter().enumerate() {
+            let base = Duration::from_secs(schedule[i]);
+            assert!(
+                p.delay >= base * 4 / 5 && p.delay < base * 6 / 5,
+                "seed {seed} delay {i}: {:?} for {base:?}",
+                p.delay
+            );
+            assert_eq!(p.source, DelaySource::Schedule);
+            // ...and the poll is sent exactly then.
+            assert_eq!(sends[i + 2].0, p.send_at);
+            assert_eq!(p.send_at - sends[i + 1].0, p.delay + LATENCY);
+        }
+        // Seen at the first poll after the job ended.
+        let (last, _) = sends.last().unwrap();
+        assert!(*last >= done);
+        assert!(sends[..sends.len() - 1].iter().all(|(t, _)| *t < done));
+        assert_eq!(run.trace.ended_at, *last + LATENCY);
+    }
+}
+
+#[test]
+fn a_40_s_timeout_with_a_job_that_never_ends_stops_by_40_s_in_both_modes() {
+    let t0 = origin();
+    let deadline = t0 + 40 * S;
+    // Long poll: 25 s, then the 14 whole seconds left; under a second is left
+    // when that answer comes, so it stops at once.
+    let run_lp = run(t0, Job::never(), machine(PollPolicy::default(), t0, 40 * S));
+    assert_eq!(run_lp.trace.outcome, Outcome::TimedOut { needed: None });
+    let waits: Vec<_> = run_lp.trace.sends().map(|(_, p)| p.long_poll).collect();
+    assert_eq!(waits, vec![Some(25), Some(14)]);
+    assert_eq!(run_lp.trace.ended_at, t0 + 39 * S + 2 * LATENCY);
+    // Backoff: ~2 + 4 + 8 + 15 s of waits; the next 15 s would end past
+    // the deadline, so it stops right after the last answer, not at 40 s.
+    for (name, policy, job) in [
+        (
+            "server without long poll",
+            PollPolicy::default(),
+            Job::never().without_long_poll(),
+        ),
+        ("backoff first", backoff_first(), Job::never()),
+    ] {
+        let run = run(t0, job, machine(policy, t0, 40 * S));
+        let Outcome::TimedOut {
+            needed: Some(needed),
+        } = run.trace.outcome
+        else {
+            panic!("{name}: {:?}", run.trace.outcome)
+        };
+        assert!(needed >= deadline, "{name}");
+        assert!(run.trace.ended_at < deadline, "{name}");
+        let last_answer = run.trace.sends().last().unwrap().0 + LATENCY;
+        assert_eq!(run.trace.ended_at, last_answer, "{name}: stopped at once");
+        assert!(sleeps(&run).all(|t| t <= deadline), "{name}");
+        assert!(run.trace.sends().all(|(t, _)| t < deadline), "{name}");
+    }
+    assert!(sleeps(&run_lp).all(|t| t <= deadline));
+    assert!(run_lp.trace.sends().all(|(t, _)| t < deadline));
+}
+
+#[test]
+fn the_wait_parameter_never_exceeds_the_remaining_budget() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 32 * S);
+    let p = send(&mut m);
+    assert_eq!(p.long_poll, Some(25));
+    m.handle(t0 + 25 * S, Event::Response(running(p.id)));
+    // 7 s left.
+    assert_eq!(send(&mut m).long_poll, Some(7));
+
+    // 7.9 s left: whole seconds only.
+    let mut m = machine(PollPolicy::default(), t0, 7 * S + 900 * MS);
+    assert_eq!(send(&mut m).long_poll, Some(7));
+
+    // A smaller cap is honoured.
+    let mut p = PollPolicy::default();
+    p.max_long_poll = 10 * S + 500 * MS;
+    let mut m = machine(p, t0, 60 * S);
+    assert_eq!(send(&mut m).long_poll, Some(10));
+}
+
+#[test]
+fn under_one_second_left_a_long_poll_is_not_sent() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 999 * MS);
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::TimedOut { needed: None })
+    );
+    assert_eq!(m.sends(), 0);
+    // In backoff mode a plain poll is still worth sending.
+    let mut m = machine(backoff_first(), t0, 999 * MS);
+    assert_eq!(send(&mut m).long_poll, None);
+}
+
+#[test]
+fn a_429_with_retry_after_5_delays_the_next_poll_by_5_s() {
+    let t0 = origin();
+    for policy in [PollPolicy::default(), backoff_first()] {
+        let done = t0 + 20 * S;
+        let run = run_with(
+            t0,
+            Job::ending(done),
+            vec![(Scripted::status(429).retry_after("5").after(LATENCY), None)],
+            None,
+            machine(policy, t0, 60 * S),
+        );
+        assert_eq!(run.trace.outcome, state("passed"));
+        let sends: Vec<_> = run.trace.sends().map(|(t, _)| t).collect();
+        assert_eq!(sends[1] - sends[0], 5 * S + LATENCY);
+        let rec = run.trace.records[0];
+        assert_eq!(rec.class, Some(RetryClass::RateLimited));
+        assert_eq!(rec.retry_after, RetryAfterNote::Valid(5 * S));
+        let next = rec.next.unwrap();
+        assert_eq!((next.delay, next.source), (5 * S, DelaySource::RetryAfter));
+    }
+}
+
+#[test]
+fn a_503_is_retried_by_the_retry_rules() {
+    let t0 = origin();
+    let run = run_with(
+        t0,
+        Job::ending(t0 + 30 * S),
+        vec![(Scripted::status(503).after(LATENCY), None)],
+        None,
+        machine(PollPolicy::default(), t0, 60 * S),
+    );
+    assert_eq!(run.trace.outcome, state("passed"));
+    let rec = run.trace.records[0];
+    assert_eq!(rec.class, Some(RetryClass::ServerError));
+    let next = rec.next.unwrap();
+    // Retry rules: first server-error retry, 250 ms with full jitter.
+    assert_eq!(next.source, DelaySource::Backoff);
+    assert!(next.delay < 250 * MS);
+    // The retry is a long poll again.
+    let sends: Vec<_> = run.trace.sends().collect();
+    assert_eq!(sends[1].0, next.send_at);
+    assert_eq!(sends[1].1.long_poll, Some(25));
+}
+
+#[test]
+fn separate_503_blips_do_not_end_a_long_wait_but_consecutive_ones_do() {
+    let t0 = origin();
+    let done = t0 + 600 * S;
+    let job = Job::ending(done);
+    // Every other poll fails with 503: twelve blips in ten minutes, each
+    // followed by a proper answer; the budget of 4 bounds consecutive ones.
+    let board = JobBoard::new();
+    let mut n = 0u32;
+    let sim = Simulator::new(t0).server(board.server(move |now, plan| {
+        n += 1;
+        if n % 2 == 1 && now < done - 60 * S {
+            (Scripted::status(503).after(LATENCY), None)
+        } else {
+            job.answer(now, plan)
+        }
+    }));
+    let run = board
+        .run(sim, machine(PollPolicy::default(), t0, 900 * S))
+        .unwrap();
+    assert_eq!(run.trace.outcome, state("passed"));
+    let blips = run
+        .trace
+        .records
+        .iter()
+        .filter(|r| r.reply == Reply::Status(503))
+        .count();
+    assert!(blips > 4, "{blips}");
+
+    // Five 503s in a row: the fifth exhausts the budget of 4 retries.
+    let board = JobBoard::new();
+    let sim = Simulator::new(t0)
+        .server(board.server(|_, _| (Scripted::status(503).after(LATENCY), None)));
+    let run = board
+        .run(sim, machine(PollPolicy::default(), t0, 900 * S))
+        .unwrap();
+    assert_eq!(run.trace.sends().count(), 5);
+    assert_eq!(
+        run.trace.outcome,
+        Outcome::RetriesExhausted {
+            class: RetryClass::ServerError,
+            last: Reply::Status(503)
+        }
+    );
+}
+
+#[test]
+fn cancel_during_a_backoff_sleep_stops_at_once() {
+    let t0 = origin();
+    let cancel = t0 + S; // inside the first ~2 s sleep
+    let run = run_with(
+        t0,
+        Job::never(),
+        Vec::new(),
+        Some(cancel),
+        machine(backoff_first(), t0, 60 * S),
+    );
+    assert_eq!(run.trace.outcome, Outcome::Cancelled);
+    assert_eq!(run.trace.ended_at, cancel);
+    assert_eq!(run.trace.sends().count(), 1);
+}
+
+#[test]
+fn non_terminal_states_keep_polling() {
+    let t0 = origin();
+    let long_name = "waiting-for-an-available-runner-in-pool-7"; // over StateName::CAPACITY
+    assert!(long_name.len() > StateName::CAPACITY);
+    let states = ["queued", "running", long_name, "RUNNING", "passed"];
+    let board = JobBoard::new();
+    let mut next = states.into_iter();
+    let sim = Simulator::new(t0).server(board.server(move |_, _| {
+        let s = next.next().unwrap_or("passed");
+        (
+            Scripted::status(200).after(LATENCY),
+            Some(JobReport::State(s)),
+        )
+    }));
+    let run = board
+        .run(sim, machine(backoff_first(), t0, 120 * S))
+        .unwrap();
+    assert_eq!(run.trace.outcome, state("passed"));
+    assert_eq!(run.trace.sends().count(), states.len());
+    assert!(run.trace.records[..4].iter().all(|r| r.outcome.is_none()));
+}
+
+#[test]
+fn early_long_poll_answers_are_spaced_a_second_apart() {
+    // A server that ignores the wait parameter without rejecting it
+    // answers at once: without a floor that would be a hot loop.
+    let t0 = origin();
+    let done = t0 + 10 * S;
+    let board = JobBoard::new();
+    let sim = Simulator::new(t0).server(board.server(move |now, _| {
+        let s = if now >= done { "passed" } else { "queued" };
+        (
+            Scripted::status(200).after(LATENCY),
+            Some(JobReport::State(s)),
+        )
+    }));
+    let run = board
+        .run(sim, machine(PollPolicy::default(), t0, 60 * S))
+        .unwrap();
+    assert_eq!(run.trace.outcome, state("passed"));
+    let sends: Vec<_> = run.trace.sends().map(|(t, _)| t).collect();
+    assert_eq!(sends.len(), 11);
+    assert!(sends.windows(2).all(|w| w[1] - w[0] == S));
+    // With the floor off it re-polls at once, as the user asked.
+    let mut p = PollPolicy::default();
+    p.min_long_poll_interval = Duration::ZERO;
+    let mut m = machine(p, t0, 60 * S);
+    let first = send(&mut m);
+    m.handle(t0 + LATENCY, Event::Response(running(first.id)));
+    assert!(matches!(m.poll_action(), Action::Send(_)));
+}
+
+#[test]
+fn an_answer_after_the_deadline_is_timed_out_even_a_terminal_one() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 10 * S);
+    let p = send(&mut m);
+    assert_eq!(p.long_poll, Some(10));
+    assert_eq!(p.abort_at, t0 + 12 * S);
+    assert_eq!(m.poll_action(), Action::SleepUntil(t0 + 10 * S));
+    m.handle(
+        t0 + 10 * S + 300 * MS,
+        Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("passed"))),
+    );
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::TimedOut { needed: None })
+    );
+    let rec = m.take_record().unwrap();
+    assert_eq!(rec.reply, Reply::Status(200));
+    assert_eq!(rec.outcome, Some(Outcome::TimedOut { needed: None }));
+}
+
+#[test]
+fn a_tick_at_the_deadline_with_a_poll_in_flight_times_out() {
+    let t0 = origin();
+    let run = JobBoard::new()
+        .run(
+            Simulator::new(t0).replies([Scripted::hang()]),
+            machine(PollPolicy::default(), t0, 3 * S),
+        )
+        .unwrap();
+    assert_eq!(run.trace.outcome, Outcome::TimedOut { needed: None });
+    assert_eq!(run.trace.ended_at, t0 + 3 * S);
+}
+
+#[test]
+fn same_seed_same_trace() {
+    let t0 = origin();
+    let go = |seed| {
+        let m = PollMachine::new(
+            PollPolicy::default(),
+            get(),
+            SplitMix64::new(seed),
+            t0,
+            90 * S,
+        )
+        .unwrap();
+        run(t0, Job::ending(t0 + 70 * S).without_long_poll(), m)
+    };
+    let (a, b, c) = (go(5), go(5), go(6));
+    assert_eq!(a, b);
+    assert_ne!(a.trace.gaps(), c.trace.gaps());
+}
+
+#[test]
+fn terminal_states_are_configurable_and_handed_back() {
+    let t0 = origin();
+    let mut p = PollPolicy::default();
+    p.terminal_states = TerminalStates::of(&["succeeded", "errored"]).unwrap();
+    let mut m = machine(p, t0, 60 * S);
+    let first = send(&mut m);
+    // `passed` is no longer terminal here.
+    m.handle(
+        t0 + S,
+        Event::Response(Response::new(first.id, 200, UNIX_EPOCH).job(JobReport::State("passed"))),
+    );
+    let second = send(&mut m);
+    m.handle(
+        t0 + 2 * S,
+        Event::Response(Response::new(second.id, 200, UNIX_EPOCH).job(JobReport::State("errored"))),
+    );
+    assert_eq!(m.poll_action(), Action::Stop(state("errored")));
+    assert_eq!(m.outcome(), Some(state("errored")));
+}
+
+#[test]
+fn a_success_without_a_job_report_is_not_retryable() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 60 * S);
+    let p = send(&mut m);
+    m.handle(
+        t0 + S,
+        Event::Response(Response::new(p.id, 200, UNIX_EPOCH)),
+    );
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::NotRetryable { status: 200 })
+    );
+}
+
+#[test]
+fn final_statuses_end_the_wait() {
+    let t0 = origin();
+    for status in [400, 401, 404, 410, 501, 0, 600] {
+        let mut m = machine(PollPolicy::default(), t0, 60 * S);
+        let p = send(&mut m);
+        m.handle(
+            t0 + S,
+            Event::Response(Response::new(p.id, status, UNIX_EPOCH)),
+        );
+        assert_eq!(
+            m.poll_action(),
+            Action::Stop(Outcome::NotRetryable { status })
+        );
+    }
+}
+
+#[test]
+fn a_rejected_wait_parameter_that_was_not_sent_is_final() {
+    let t0 = origin();
+    let mut m = machine(backoff_first(), t0, 60 * S);
+    assert_eq!(m.mode(), PollMode::Backoff);
+    let p = send(&mut m);
+    assert_eq!(p.long_poll, None);
+    m.handle(
+        t0 + S,
+        Event::Response(Response::new(p.id, 400, UNIX_EPOCH).job(JobReport::LongPollUnsupported)),
+    );
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::NotRetryable { status: 400 })
+    );
+    assert_eq!(m.take_notice(), None);
+}
+
+#[test]
+fn the_switch_to_backoff_is_permanent() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 600 * S);
+    let p = send(&mut m);
+    m.handle(
+        t0 + LATENCY,
+        Event::Response(Response::new(p.id, 400, UNIX_EPOCH).job(JobReport::LongPollUnsupported)),
+    );
+    assert_eq!(m.mode(), PollMode::Backoff);
+    assert_eq!(m.take_notice(), Some(Notice::LongPollUnsupported));
+    let mut now = t0 + LATENCY;
+    for _ in 0..20 {
+        let p = send(&mut m);
+        assert_eq!(p.long_poll, None);
+        now += LATENCY;
+        m.handle(now, Event::Response(running(p.id)));
+        assert_eq!(m.take_notice(), None);
+        let Action::SleepUntil(t) = m.poll_action() else {
+            break;
+        };
+        now = t;
+        m.handle(now, Event::Tick);
+    }
+    assert_eq!(m.mode(), PollMode::Backoff);
+}
+
+#[test]
+fn a_failed_non_replayable_poll_is_never_resent_but_pending_ones_repoll() {
+    let t0 = origin();
+    let post = RequestInfo::new(RequestId(2), Method::Post);
+    let mut m =
+        PollMachine::new(PollPolicy::default(), post, SplitMix64::new(1), t0, 60 * S).unwrap();
+    let p = send(&mut m);
+    m.handle(t0 + S, Event::Response(running(p.id)));
+    let p = send(&mut m);
+    assert_eq!(p.id.attempt, 1);
+    m.handle(
+        t0 + 2 * S,
+        Event::TransportError(p.id, TransportErrorKind::Timeout),
+    );
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::NotReplayable {
+            last: Reply::Transport(TransportErrorKind::Timeout)
+        })
+    );
+    assert_eq!(m.sends(), 2);
+}
+
+#[test]
+fn retry_after_on_a_pending_answer_is_honoured() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 600 * S);
+    let p = send(&mut m);
+    m.handle(t0 + S, Event::Response(running(p.id).retry_after(b"30")));
+    assert_eq!(m.poll_action(), Action::SleepUntil(t0 + 31 * S));
+    let next = m.take_record().unwrap().next.unwrap();
+    assert_eq!((next.delay, next.source), (30 * S, DelaySource::RetryAfter));
+    // Over the automatic wait cap: hand it to the caller, do not poll early.
+    m.handle(t0 + 31 * S, Event::Tick);
+    let p = send(&mut m);
+    m.handle(
+        t0 + 32 * S,
+        Event::Response(running(p.id).retry_after(b"120")),
+    );
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::RateLimited {
+            retry_at: Some(t0 + 152 * S)
+        })
+    );
+}
+
+#[test]
+fn a_retry_landing_in_the_last_second_of_a_long_poll_wait_stops_at_once() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 10 * S);
+    let p = send(&mut m);
+    // 429 at 6 s asking for 3.5 s → the next long poll would have 0.5 s.
+    let at = t0 + 6 * S;
+    m.handle(
+        at,
+        Event::Response(Response::new(p.id, 429, UNIX_EPOCH).retry_after(b"4")),
+    );
+    assert_eq!(
+        m.poll_action(),
+        Action::Stop(Outcome::TimedOut {
+            needed: Some(at + 4 * S)
+        })
+    );
+}
+
+#[test]
+fn a_response_for_an_old_session_generation_is_stale() {
+    let t0 = origin();
+    let req = get().with_generation(4);
+    let mut m =
+        PollMachine::new(PollPolicy::default(), req, SplitMix64::new(1), t0, 60 * S).unwrap();
+    let p = send(&mut m);
+    m.handle(
+        t0 + S,
+        Event::Response(
+            Response::new(p.id, 200, UNIX_EPOCH)
+                .job(JobReport::State("passed"))
+                .generation(5),
+        ),
+    );
+    assert_eq!(m.poll_action(), Action::Stop(Outcome::Stale));
+}
+
+#[test]
+fn late_answers_for_old_polls_are_ignored_and_time_going_backwards_is_clamped() {
+    let t0 = origin() + 100 * S;
+    let mut m = machine(backoff_first(), t0, 60 * S);
+    let first = send(&mut m);
+    m.handle(t0 + S, Event::Response(running(first.id)));
+    let Action::SleepUntil(wake) = m.poll_action() else {
+        panic!()
+    };
+    // A tick from the past does not fire the wait.
+    m.handle(t0 - 50 * S, Event::Tick);
+    assert_eq!(m.poll_action(), Action::SleepUntil(wake));
+    m.handle(wake, Event::Tick);
+    let second = send(&mut m);
+    assert_eq!(second.id.attempt, 1);
+    // The first poll's answer shows up again, terminal: ignored.
+    m.handle(
+        wake + MS,
+        Event::Response(Response::new(first.id, 200, UNIX_EPOCH).job(JobReport::State("passed"))),
+    );
+    assert_eq!(m.poll_action(), Action::SleepUntil(t0 + 60 * S));
+    assert!(m.in_flight());
+}
+
+#[test]
+fn stop_is_sticky() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 10 * S);
+    let p = send(&mut m);
+    m.handle(t0, Event::Cancel);
+    for _ in 0..3 {
+        assert_eq!(m.poll_action(), Action::Stop(Outcome::Cancelled));
+        m.handle(
+            t0 + S,
+            Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("passed"))),
+        );
+        m.handle(t0 + 20 * S, Event::Tick);
+    }
+    assert_eq!(m.outcome(), Some(Outcome::Cancelled));
+    assert_eq!(m.sends(), 1);
+}
+
+#[test]
+fn an_invalid_policy_is_rejected_at_construction() {
+    let mut p = PollPolicy::default();
+    p.wait_param = "wait=1&x";
+    let err = PollMachine::new(p, get(), SplitMix64::new(1), origin(), S).unwrap_err();
+    assert!(matches!(
+        err,
+        PolicyError::Invalid {
+            field: "wait_param",
+            ..
+        }
+    ));
+    assert!(err.to_string().contains("wait_param"));
+}
+
+#[test]
+fn records_never_hold_header_values() {
+    let t0 = origin();
+    let mut m = machine(PollPolicy::default(), t0, 60 * S);
+    let p = send(&mut m);
+    let secret: &[u8] = b"Bearer SECRET-TOKEN";
+    m.handle(
+        t0 + S,
+        Event::Response(running(p.id).retry_after(secret).date(secret)),
+    );
+    let rec = m.take_record().unwrap();
+    let text = format!("{rec:?}");
+    assert!(!text.contains("SECRET"), "{text}");
+    assert!(matches!(rec.retry_after, RetryAfterNote::Rejected(_)));
+}
