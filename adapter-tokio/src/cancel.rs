@@ -40,7 +40,9 @@ impl Cancel for TokioCancel {
 }
 
 /// Spawns a task that cancels `token` on the first Ctrl-C (SIGINT), and
-/// returns the token for convenience.
+/// returns the token for convenience. On Unix the handler is installed
+/// before this returns, so a Ctrl-C right after the call is not missed.
+/// Must be called inside a tokio runtime.
 ///
 /// ```no_run
 /// # async fn f() {
@@ -50,6 +52,18 @@ impl Cancel for TokioCancel {
 /// ```
 pub fn cancel_on_ctrl_c(token: CancellationToken) -> CancellationToken {
     let t = token.clone();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut sigint) = signal(SignalKind::interrupt()) {
+            tokio::spawn(async move {
+                if sigint.recv().await.is_some() {
+                    t.cancel();
+                }
+            });
+            return token;
+        }
+    }
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             t.cancel();

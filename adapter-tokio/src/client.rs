@@ -142,4 +142,36 @@ where
             )
             .await
     }
+
+    /// Many requests under one shared deadline, `concurrency` in flight,
+    /// every attempt through the throttle shared by all calls of this client;
+    /// results in input order.
+    ///
+    /// # Errors
+    ///
+    /// The outer `Err` only for an invalid configuration; each item's own
+    /// failure is in its slot.
+    pub async fn batch(&self, requests: Vec<http::Request<Bytes>>) -> BatchResult {
+        self.inner
+            .batch_with(requests, TokioClock::new(), NeverCancel)
+            .await
+    }
+
+    /// Like [`batch`](Self::batch), cancellable through `token`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch`](Self::batch).
+    pub async fn batch_cancellable(
+        &self,
+        requests: Vec<http::Request<Bytes>>,
+        token: CancellationToken,
+    ) -> BatchResult {
+        self.inner
+            .batch_with(requests, TokioClock::new(), TokioCancel::new(token))
+            .await
+    }
 }
+
+/// What a batch returns: per request, in input order, its answer or error.
+pub type BatchResult = Result<Vec<Result<http::Response<Bytes>, Error>>, Error>;

@@ -9,12 +9,68 @@
 //! clock ([`TokioClock`]), a `CancellationToken` ([`TokioCancel`]) and a
 //! transport. Any HTTP client can be plugged in through [`Transport`].
 //!
-//! ```no_run
-//! # async fn f() -> Result<(), polite_tokio::Error> {
+//! ## send: one logical request
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_lab::{Lab, LabConfig, Step};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
+//! // A loopback server that fails once with 503 (polite retries it).
+//! let lab = Lab::start(LabConfig::default().script("/items/1", vec![Step::without_retry_after(503), Step::Normal])).unwrap();
+//!
 //! let client = polite_tokio::Client::new(reqwest::Client::new());
-//! let req = http::Request::get("http://127.0.0.1:8080/items/1").body(bytes::Bytes::new()).unwrap();
+//! let req = http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
 //! let resp = client.send(req).await?; // retried on 429/5xx/transport, never past 30 s
-//! println!("{}", resp.status());
+//! assert_eq!(resp.status(), 200);
+//! # Ok(()) }
+//! ```
+//!
+//! ## wait: a remote job, long poll first
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_lab::{JobState, Lab, LabConfig};
+//! use polite_tokio::{Client, Config, JsonJob, ReqwestTransport};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
+//! let lab = Lab::start(LabConfig::default().job("j1", Duration::from_millis(300), JobState::Passed)).unwrap();
+//! let config = Config { timeout: Duration::from_secs(10), ..Config::default() };
+//! let client = Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config)?;
+//! let req = http::Request::get(lab.url("/runs/j1")).body(Bytes::new()).unwrap();
+//! // Reads {"status": ...}; terminal states: passed, failed, cancelled.
+//! let done = client.wait(req, &mut JsonJob::new("status")).await?;
+//! assert_eq!(done.state, "passed");
+//! assert!(lab.log().len() <= 2); // the long poll saw the result as soon as it existed
+//! # Ok(()) }
+//! ```
+//!
+//! ## batch: many requests, paced
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_lab::{Lab, LabConfig, LogStats, Quota};
+//! use polite_tokio::{Client, Config, ReqwestTransport};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
+//! // The server allows 5 requests per 200 ms; the client throttles itself to match.
+//! let lab = Lab::start(LabConfig::default().quota(Quota::fixed(5, Duration::from_millis(200)))).unwrap();
+//! let config = Config {
+//!     timeout: Duration::from_secs(10),
+//!     concurrency: 4,
+//!     throttle: Some((5, Duration::from_millis(250))),
+//!     ..Config::default()
+//! };
+//! let client = Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config)?;
+//! let requests = (0..12)
+//!     .map(|i| http::Request::get(lab.url(&format!("/items/{i}"))).body(Bytes::new()).unwrap())
+//!     .collect();
+//! let results = client.batch(requests).await?; // in input order
+//! assert!(results.iter().all(|r| r.is_ok()));
+//! assert_eq!(lab.log().count_429(), 0);
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
@@ -28,7 +84,7 @@ mod clock;
 mod reqwest_transport;
 
 pub use cancel::{TokioCancel, cancel_on_ctrl_c};
-pub use client::Client;
+pub use client::{BatchResult, Client};
 pub use clock::TokioClock;
 pub use polite_client::{Config, Error, HttpAnswer, JobDone, JsonJob, Transport};
 pub use polite_core::{Notice, Outcome};

@@ -42,8 +42,17 @@ async fn run(name: &str) {
         timeout: work.timeout(),
         ..Config::default()
     };
-    if let Work::Wait { long_poll, .. } = work {
-        config.poll.long_poll_first = *long_poll;
+    match work {
+        Work::Wait { long_poll, .. } => config.poll.long_poll_first = *long_poll,
+        Work::Batch {
+            concurrency,
+            throttle,
+            ..
+        } => {
+            config.concurrency = u32::try_from(*concurrency).expect("small");
+            config.throttle = *throttle;
+        }
+        Work::Send { .. } => {}
     }
     let client = Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config)
         .expect("valid config");
@@ -86,9 +95,23 @@ async fn run(name: &str) {
             assert!(notices <= 1, "the fallback notice is given at most once");
             Observed::new(outcome, start.elapsed())
         }
-        other => {
-            eprintln!("{name}: {other:?} not yet driven by this adapter; skipped");
-            return;
+        Work::Batch { method, paths, .. } => {
+            let requests = paths
+                .iter()
+                .map(|p| {
+                    http::Request::builder()
+                        .method(*method)
+                        .uri(lab.url(p))
+                        .body(Bytes::new())
+                        .expect("request")
+                })
+                .collect();
+            let results = client
+                .batch_cancellable(requests, token)
+                .await
+                .expect("valid batch");
+            let per_item = results.iter().map(observed).collect();
+            Observed::batch(per_item, start.elapsed())
         }
     };
     if let Err(msg) = scenario.check(&observation, &lab.log()) {

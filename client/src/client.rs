@@ -9,9 +9,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
 use polite_core::{
-    Method, Notice, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo, RetryMachine,
-    RetryPolicy, SplitMix64,
+    BatchMachine, BatchPolicy, Method, Notice, Outcome, Paced, PollMachine, PollPolicy,
+    RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
 };
+use std::sync::{Arc, Mutex};
+
+use crate::pace::ClientPace;
 
 use crate::answer::HttpAnswer;
 
@@ -41,6 +44,15 @@ pub struct Config {
     pub poll: PollPolicy,
     /// A fixed seed for jitter (reproducible runs); default: process entropy.
     pub seed: Option<u64>,
+    /// A client-side sliding-window throttle shared by every call of the
+    /// client: at most `limit` sends per `window`. Default: none (only the
+    /// server's cool-downs pace the calls).
+    pub throttle: Option<(u32, Duration)>,
+    /// How many requests of one `batch` are in flight at once. Default 4.
+    pub concurrency: u32,
+    /// How often a batch restarts an item that ended `RateLimited` (inside
+    /// the same deadline, after the server's time). Default 2.
+    pub max_restarts: u32,
 }
 
 impl Default for Config {
@@ -50,16 +62,25 @@ impl Default for Config {
             timeout: Duration::from_secs(30),
             poll: PollPolicy::default(),
             seed: None,
+            throttle: None,
+            concurrency: 4,
+            max_restarts: 2,
         }
     }
 }
 
 /// The client logic, runtime-neutral: adapters wrap it with their transport,
 /// clock and cancel signal.
+///
+/// Every attempt of every call (first sends and retries, of `send`, `wait`
+/// and `batch`) passes one shared [`ClientPace`]: the optional throttle, and
+/// the cool-down that a 429 with `Retry-After` seen by any call imposes on
+/// all. The pace is in-process: separate processes do not coordinate.
 #[derive(Debug)]
 pub struct Client<T> {
     transport: T,
     config: Config,
+    pace: Arc<Mutex<ClientPace>>,
     ids: AtomicU64,
     entropy: u64,
 }
@@ -106,10 +127,16 @@ where
                 "wait_param must be 1 to 64 ASCII letters, digits, '_', '-' or '.'",
             ));
         }
+        config.batch_policy().validate()?;
+        let throttle = match config.throttle {
+            Some((limit, window)) => Some(RateThrottle::new(limit, window)?),
+            None => None,
+        };
         let entropy = RandomState::new().build_hasher().finish();
         Ok(Client {
             transport,
             config,
+            pace: Arc::new(Mutex::new(ClientPace::new(throttle))),
             ids: AtomicU64::new(1),
             entropy,
         })
@@ -150,13 +177,15 @@ where
     ) -> Result<http::Response<Bytes>, Error> {
         let id = self.next_id();
         let now = clock.now();
-        let mut machine = RetryMachine::new(
+        let machine = RetryMachine::new(
             self.config.retry,
             request_info(id, &request),
             self.rng(id),
             now,
             self.config.timeout,
         )?;
+        let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
+            .retry_after_limits(self.config.retry.retry_after);
         let requests = std::slice::from_ref(&request);
         let mut io = HttpIo::new(
             &self.transport,
@@ -203,13 +232,15 @@ where
     {
         let id = self.next_id();
         let now = clock.now();
-        let mut machine = PollMachine::new(
+        let machine = PollMachine::new(
             self.config.poll_policy(),
             request_info(id, &request),
             self.rng(id),
             now,
             self.config.timeout,
         )?;
+        let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
+            .retry_after_limits(self.config.retry.retry_after);
         let requests = std::slice::from_ref(&request);
         let mut io = HttpIo::new(
             &self.transport,
@@ -232,9 +263,76 @@ where
             }),
         }
     }
+
+    /// Many logical requests under one shared deadline (the configured
+    /// timeout), at most `concurrency` in flight, every attempt through the
+    /// client's shared pace; an item that ends `RateLimited` is restarted
+    /// after the server's time while the deadline allows. Results come back
+    /// in input order, one per request.
+    ///
+    /// # Errors
+    ///
+    /// The outer `Err` only for an invalid configuration; each item's own
+    /// failure is an [`Error::Outcome`] in its slot.
+    pub async fn batch_with<K: Clock, C: Cancel>(
+        &self,
+        requests: Vec<http::Request<Bytes>>,
+        clock: K,
+        cancel: C,
+    ) -> Result<Vec<Result<http::Response<Bytes>, Error>>, Error> {
+        let first = self.ids.fetch_add(requests.len() as u64, Ordering::Relaxed);
+        let infos: Vec<RequestInfo> = requests
+            .iter()
+            .zip(first..)
+            .map(|(r, id)| request_info(id, r))
+            .collect();
+        let now = clock.now();
+        let mut machine = BatchMachine::new(
+            self.config.batch_policy(),
+            infos,
+            self.rng(first),
+            Arc::clone(&self.pace),
+            now,
+            self.config.timeout,
+        )?;
+        let mut io = HttpIo::new(
+            &self.transport,
+            clock,
+            cancel,
+            &requests,
+            self.config.poll.wait_param,
+        );
+        let done = drive::drive(
+            &mut machine,
+            &mut io,
+            &mut NoJobs,
+            &mut drive::records(trace_record),
+        )
+        .await;
+        let mut answers = done.answers.into_iter();
+        Ok(machine
+            .outcomes()
+            .iter()
+            .map(|o| {
+                let last = answers.next().flatten().map(|a| a.0);
+                // An item without an outcome was cut short by the batch's end.
+                finish(o.unwrap_or(done.outcome), last)
+            })
+            .collect())
+    }
 }
 
 impl Config {
+    /// The batch policy `batch` runs.
+    #[must_use]
+    pub fn batch_policy(&self) -> BatchPolicy {
+        BatchPolicy {
+            retry: self.retry,
+            concurrency: self.concurrency,
+            max_restarts: self.max_restarts,
+        }
+    }
+
     /// The poll policy `wait` runs: `poll` with `retry` as its retry rules.
     #[must_use]
     pub fn poll_policy(&self) -> PollPolicy {

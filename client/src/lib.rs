@@ -47,6 +47,7 @@ mod client;
 mod error;
 mod io;
 mod job;
+mod pace;
 mod trace;
 mod transport;
 
@@ -55,5 +56,6 @@ pub use client::{Client, Config, JobDone, request_info};
 pub use error::Error;
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
+pub use pace::ClientPace;
 pub use trace::trace_record;
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};
