@@ -44,6 +44,8 @@
 
 mod answer;
 mod client;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 mod io;
 mod job;
