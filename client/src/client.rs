@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use polite_core::AttemptRecord;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
 use polite_core::{
     BatchMachine, BatchPolicy, Method, Notice, Outcome, Paced, PollMachine, PollPolicy,
@@ -76,10 +77,10 @@ impl Default for Config {
 /// and `batch`) passes one shared [`ClientPace`]: the optional throttle, and
 /// the cool-down that a 429 with `Retry-After` seen by any call imposes on
 /// all. The pace is in-process: separate processes do not coordinate.
-#[derive(Debug)]
 pub struct Client<T> {
     transport: T,
     config: Config,
+    observer: Option<RecordObserver>,
     pace: Arc<Mutex<ClientPace>>,
     ids: AtomicU64,
     entropy: u64,
@@ -137,9 +138,32 @@ where
             transport,
             config,
             pace: Arc::new(Mutex::new(ClientPace::new(throttle))),
+            observer: None,
             ids: AtomicU64::new(1),
             entropy,
         })
+    }
+
+    /// Also hands every attempt record and notice of every call to
+    /// `observer` (records always go to `tracing` too). For progress
+    /// displays and logs of your own; records never hold credentials.
+    ///
+    /// ```
+    /// use polite_client::{Client, Config, NeverCancel, Transport};
+    /// # use bytes::Bytes; use std::future::{Ready, ready}; use std::time::Instant;
+    /// # struct Hi;
+    /// # impl Transport for Hi {
+    /// #     type Sending = Ready<Result<http::Response<Bytes>, polite_core::TransportErrorKind>>;
+    /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending { ready(Ok(http::Response::new(Bytes::new()))) }
+    /// # }
+    /// let client = Client::new(Hi, Config::default()).unwrap()
+    ///     .observe(|event: polite_client::Observed<'_>| eprintln!("{event:?}"));
+    /// # drop(client);
+    /// ```
+    #[must_use]
+    pub fn observe(mut self, observer: impl Fn(Observed<'_>) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
     }
 
     /// The configuration.
@@ -198,7 +222,10 @@ where
             &mut machine,
             &mut io,
             &mut NoJobs,
-            &mut drive::records(trace_record),
+            &mut Tracing {
+                on_notice: |_| {},
+                observer: self.observer.as_deref(),
+            },
         )
         .await;
         let last = done.answers.into_iter().next().flatten().map(|a| a.0);
@@ -249,7 +276,10 @@ where
             requests,
             self.config.poll.wait_param,
         );
-        let mut observer = Tracing { on_notice };
+        let mut observer = Tracing {
+            on_notice,
+            observer: self.observer.as_deref(),
+        };
         let done = drive::drive(&mut machine, &mut io, classify, &mut observer).await;
         let last = done.answers.into_iter().next().flatten().map(|a| a.0);
         match (done.outcome, last) {
@@ -306,7 +336,10 @@ where
             &mut machine,
             &mut io,
             &mut NoJobs,
-            &mut drive::records(trace_record),
+            &mut Tracing {
+                on_notice: |_| {},
+                observer: self.observer.as_deref(),
+            },
         )
         .await;
         let mut answers = done.answers.into_iter();
@@ -352,17 +385,48 @@ pub struct JobDone {
     pub response: http::Response<Bytes>,
 }
 
-/// Records to `tracing`, notices to `tracing` and to the caller.
-struct Tracing<N> {
-    on_notice: N,
+impl<T: std::fmt::Debug> std::fmt::Debug for Client<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("transport", &self.transport)
+            .field("config", &self.config)
+            .field("pace", &self.pace)
+            .field("observer", &self.observer.as_ref().map(|_| "Fn"))
+            .finish_non_exhaustive()
+    }
 }
 
-impl<N: FnMut(Notice)> Observe for Tracing<N> {
-    fn record(&mut self, record: &polite_core::AttemptRecord) {
+/// What a client's observer sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed<'a> {
+    /// An attempt record.
+    Record(&'a AttemptRecord),
+    /// A one-time notice (e.g. the long-poll fallback).
+    Notice(Notice),
+}
+
+/// A client-wide observer.
+type RecordObserver = Arc<dyn Fn(Observed<'_>) + Send + Sync>;
+
+/// Records to `tracing` and the client's observer, notices to `tracing`,
+/// the observer and the caller.
+struct Tracing<'o, N> {
+    on_notice: N,
+    observer: Option<&'o (dyn Fn(Observed<'_>) + Send + Sync)>,
+}
+
+impl<N: FnMut(Notice)> Observe for Tracing<'_, N> {
+    fn record(&mut self, record: &AttemptRecord) {
         trace_record(record);
+        if let Some(o) = self.observer {
+            o(Observed::Record(record));
+        }
     }
     fn notice(&mut self, notice: Notice) {
         tracing::warn!(target: "polite", %notice);
+        if let Some(o) = self.observer {
+            o(Observed::Notice(notice));
+        }
         (self.on_notice)(notice);
     }
 }

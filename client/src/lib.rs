@@ -54,7 +54,7 @@ mod trace;
 mod transport;
 
 pub use answer::HttpAnswer;
-pub use client::{Client, Config, JobDone, request_info};
+pub use client::{Client, Config, JobDone, Observed, request_info};
 pub use error::Error;
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
