@@ -1,0 +1,148 @@
+//! # polite-async-std
+//!
+//! polite on async-io, for **async-std** and for **smol** alike (async-std is
+//! discontinued upstream in favour of smol; both run on the `async-io`
+//! reactor, and so does this crate): one logical request retried by class
+//! inside one hard deadline, waits for remote jobs (long poll first), and
+//! paced batches, with a ready pure-Rust HTTP/1.1 transport
+//! ([`Http1Transport`], feature `http1`, on by default).
+//!
+//! The crate holds no retry decision and no loop of its own: the calls run
+//! the `polite-core` machines through the one drive loop
+//! (`polite_core::drive`, by way of `polite_client::Client`), with async-io
+//! time ([`AsyncIoClock`]: one `async_io::Timer`, re-armed as the instant
+//! changes), a [`CancelToken`] (its `cancel` wakes a pending wait at once,
+//! from any thread), and a transport. Any HTTP client can be plugged in
+//! through [`Transport`]. Nothing here depends on tokio.
+//!
+//! ## On async-std
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_lab::{Lab, LabConfig, Step};
+//!
+//! # fn main() -> Result<(), polite_async_std::Error> {
+//! // A loopback server that fails once with 503 (polite retries it).
+//! let lab = Lab::start(LabConfig::default().script("/items/1", vec![Step::without_retry_after(503), Step::Normal])).unwrap();
+//!
+//! async_std::task::block_on(async {
+//!     let client = polite_async_std::Client::new();
+//!     let req = http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
+//!     let resp = client.send(req).await?; // retried on 429/5xx/transport, never past 30 s
+//!     assert_eq!(resp.status(), 200);
+//!     assert_eq!(lab.log().len(), 2);
+//!     Ok(())
+//! })
+//! # }
+//! ```
+//!
+//! (With async-std's `attributes` feature, `#[async_std::main]` works the
+//! same way.)
+//!
+//! ## On smol: wait for a job, cancel from another task
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_async_std::{CancelToken, Client, Config, Http1Transport, JsonJob, Outcome};
+//! use polite_lab::{JobState, Lab, LabConfig};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), polite_async_std::Error> {
+//! let lab = Lab::start(LabConfig::default()
+//!     .job("j1", Duration::from_millis(300), JobState::Passed)
+//!     .job("slow", Duration::from_secs(3600), JobState::Passed)).unwrap();
+//! let config = Config { timeout: Duration::from_secs(10), ..Config::default() };
+//! let client = Client::with_transport(Http1Transport::new(), config)?;
+//!
+//! smol::block_on(async {
+//!     // Reads {"status": ...}; terminal states: passed, failed, cancelled.
+//!     let req = http::Request::get(lab.url("/runs/j1")).body(Bytes::new()).unwrap();
+//!     let done = client.wait(req, &mut JsonJob::new("status")).await?;
+//!     assert_eq!(done.state, "passed");
+//!
+//!     // A job that outlives our patience: cancel it from a smol task.
+//!     let token = CancelToken::new();
+//!     let canceller = smol::spawn({
+//!         let token = token.clone();
+//!         async move {
+//!             smol::Timer::after(Duration::from_millis(200)).await;
+//!             token.cancel();
+//!         }
+//!     });
+//!     let req = http::Request::get(lab.url("/runs/slow")).body(Bytes::new()).unwrap();
+//!     let err = client.wait_with(req, &mut JsonJob::new("status"), &token, |_| {}).await.unwrap_err();
+//!     assert_eq!(err.outcome(), Some(Outcome::Cancelled));
+//!     canceller.await;
+//!     Ok(())
+//! })
+//! # }
+//! ```
+//!
+//! ## Batches, paced
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_async_std::{Client, Config, Http1Transport};
+//! use polite_lab::{Lab, LabConfig, LogStats, Quota};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), polite_async_std::Error> {
+//! // The server allows 5 requests per 200 ms; the client throttles itself to match.
+//! let lab = Lab::start(LabConfig::default().quota(Quota::fixed(5, Duration::from_millis(200)))).unwrap();
+//! let config = Config {
+//!     timeout: Duration::from_secs(10),
+//!     concurrency: 4,
+//!     throttle: Some((5, Duration::from_millis(250))),
+//!     ..Config::default()
+//! };
+//! let client = Client::with_transport(Http1Transport::new(), config)?;
+//! let requests = (0..12)
+//!     .map(|i| http::Request::get(lab.url(&format!("/items/{i}"))).body(Bytes::new()).unwrap())
+//!     .collect();
+//! let results = async_std::task::block_on(client.batch(requests))?; // in input order
+//! assert!(results.iter().all(|r| r.is_ok()));
+//! assert_eq!(lab.log().count_429(), 0);
+//! # Ok(()) }
+//! ```
+//!
+//! ## What the transport does and does not do (yet)
+//!
+//! [`Http1Transport`] speaks HTTP/1.1 over `async_io::Async<TcpStream>`;
+//! the protocol (framing, parsing, chunked bodies) is `ureq-proto`'s, the
+//! sans-IO core of ureq 3. It opens **one connection per attempt** (no
+//! pooling yet), speaks **`http://` only** (no TLS yet: an `https://` URL
+//! fails each attempt as a transport error), resolves names on the
+//! `blocking` thread pool, reads bodies whole up to a limit, and aborts each
+//! attempt at its `abort_at` (deadline + 2 s cushion) by racing it against
+//! an `async_io::Timer`. For TLS today, plug in another client through
+//! [`Transport`].
+//!
+//! ## Cancellation
+//!
+//! [`CancelToken::cancel`] ends a call at once with `Outcome::Cancelled`:
+//! a backoff or pacing sleep is woken immediately, an attempt in flight is
+//! dropped, and the loop checks the token again right before every send.
+//! Nothing promises that a request already sent did not reach the server.
+//!
+//! ## Attempt records
+//!
+//! Every attempt is recorded to `tracing` (target `polite`): ids, status or
+//! error kind, the planned delay and its source, the final reason — never a
+//! header value, a URL, a query string or a body.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod client;
+mod clock;
+#[cfg(feature = "http1")]
+mod http1;
+
+pub use client::{BatchResult, BoxSending, Client};
+pub use clock::AsyncIoClock;
+#[cfg(feature = "http1")]
+pub use http1::Http1Transport;
+pub use polite_client::{
+    CancelToken, Clock, Config, Error, HttpAnswer, JobDone, JsonJob, Transport,
+};
+pub use polite_core::{Notice, Outcome};

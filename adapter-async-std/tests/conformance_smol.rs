@@ -1,0 +1,28 @@
+//! The lab's adapter conformance suite against polite-async-std's clock and
+//! HTTP/1.1 transport, executed as a task on a `smol::Executor` run by two
+//! threads, on loopback in real time.
+
+use polite_async_std::{AsyncIoClock, Http1Transport};
+
+fn run(name: &str) {
+    let executor = smol::Executor::new();
+    let (stop, stopped) = smol::channel::unbounded::<()>();
+    let result = std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| smol::block_on(executor.run(stopped.recv())));
+        }
+        let task = executor.spawn(polite_client::conformance::run(
+            name,
+            Http1Transport::new(),
+            AsyncIoClock::new,
+        ));
+        let result = smol::block_on(task);
+        drop(stop); // the worker threads return
+        result
+    });
+    if let Err(report) = result {
+        panic!("{report}");
+    }
+}
+
+polite_client::conformance_tests!(run);

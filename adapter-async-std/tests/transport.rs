@@ -1,0 +1,186 @@
+//! `Http1Transport` on its own: what each attempt sends and reads, how
+//! errors map to `TransportErrorKind`, and the abort at `abort_at`.
+//!
+//! Most checks run against the lab; body framings the lab never sends
+//! (chunked, close-delimited, a 100 Continue first, a body cut short) come
+//! from a one-shot raw server that writes canned bytes.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use polite_async_std::{Http1Transport, Transport};
+use polite_core::TransportErrorKind;
+use polite_lab::{Fault, Lab, LabConfig, PathMatch, Step};
+
+type Answer = Result<http::Response<Bytes>, TransportErrorKind>;
+
+fn send(request: http::Request<Bytes>, within: Duration) -> Answer {
+    smol::block_on(Http1Transport::new().send(request, Instant::now() + within))
+}
+
+fn get(url: &str) -> http::Request<Bytes> {
+    http::Request::get(url).body(Bytes::new()).unwrap()
+}
+
+/// Serves one connection: reads the request head, writes `answer`, closes.
+/// Returns the address and a handle that yields the request head it read.
+fn one_shot(answer: &'static [u8]) -> (SocketAddr, std::thread::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        s.write_all(answer).unwrap();
+        String::from_utf8(head).unwrap()
+    });
+    (addr, handle)
+}
+
+#[test]
+fn a_get_to_the_lab_comes_back_whole() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let resp = send(get(&lab.url("/items/a")), Duration::from_secs(5)).unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.body().as_ref(), br#"{"item":"a"}"#);
+    assert!(resp.headers().contains_key("date"));
+    let log = lab.log();
+    assert_eq!(log.len(), 1);
+    assert!(log[0].has_header("host"));
+    assert!(log[0].has_header("connection"));
+}
+
+#[test]
+fn a_post_with_a_body_is_framed_and_answered() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let post = http::Request::post(lab.url("/items/k"))
+        .header("content-type", "application/json")
+        .body(Bytes::from_static(br#"{"name":"k"}"#))
+        .unwrap();
+    let resp = send(post, Duration::from_secs(5)).unwrap();
+    assert_eq!(resp.status(), 201);
+    assert!(lab.log()[0].has_header("content-length"));
+}
+
+#[test]
+fn a_chunked_answer_is_decoded() {
+    let (addr, server) = one_shot(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    );
+    let resp = send(get(&format!("http://{addr}/x?y=1")), Duration::from_secs(5)).unwrap();
+    assert_eq!(resp.body().as_ref(), b"hello world");
+    let head = server.join().unwrap();
+    assert!(head.starts_with("GET /x?y=1 HTTP/1.1\r\n"), "{head}");
+    assert!(head.contains("connection: close\r\n"), "{head}");
+}
+
+#[test]
+fn a_close_delimited_answer_ends_at_the_close() {
+    let (addr, _server) = one_shot(b"HTTP/1.0 200 OK\r\n\r\nuntil the end");
+    let resp = send(get(&format!("http://{addr}/")), Duration::from_secs(5)).unwrap();
+    assert_eq!(resp.body().as_ref(), b"until the end");
+}
+
+#[test]
+fn an_interim_100_continue_is_skipped() {
+    let (addr, _server) =
+        one_shot(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nContent-Length: 2\r\n\r\nno");
+    let resp = send(get(&format!("http://{addr}/")), Duration::from_secs(5)).unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "7");
+    assert_eq!(resp.body().as_ref(), b"no");
+}
+
+#[test]
+fn a_body_cut_short_is_a_reset() {
+    let (addr, _server) = one_shot(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this");
+    let err = send(get(&format!("http://{addr}/")), Duration::from_secs(5)).unwrap_err();
+    assert_eq!(err, TransportErrorKind::Reset);
+}
+
+#[test]
+fn a_malformed_answer_is_other() {
+    let (addr, _server) = one_shot(b"SMTP ready\r\n\r\n");
+    let err = send(get(&format!("http://{addr}/")), Duration::from_secs(5)).unwrap_err();
+    assert_eq!(err, TransportErrorKind::Other);
+}
+
+#[test]
+fn an_oversized_body_is_refused_by_its_length_or_by_what_arrives() {
+    let (addr, _server) = one_shot(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789");
+    let t = Http1Transport::new().max_body(4);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let err = smol::block_on(t.send(get(&format!("http://{addr}/")), deadline)).unwrap_err();
+    assert_eq!(err, TransportErrorKind::Other);
+
+    let (addr, _server) =
+        one_shot(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    let err = smol::block_on(t.send(get(&format!("http://{addr}/")), deadline)).unwrap_err();
+    assert_eq!(err, TransportErrorKind::Other);
+}
+
+#[test]
+fn a_closed_port_is_refused() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let err = send(
+        get(&format!("http://127.0.0.1:{port}/")),
+        Duration::from_secs(5),
+    )
+    .unwrap_err();
+    assert_eq!(err, TransportErrorKind::Refused);
+}
+
+#[test]
+fn a_reset_connection_is_a_reset() {
+    let lab = Lab::start(LabConfig::default().script("/items/r", vec![Step::Reset, Step::Normal]))
+        .unwrap();
+    let err = send(get(&lab.url("/items/r")), Duration::from_secs(5)).unwrap_err();
+    assert_eq!(err, TransportErrorKind::Reset);
+}
+
+#[test]
+fn an_unknown_host_is_a_dns_failure() {
+    // `.invalid` never resolves (RFC 6761); resolution runs on the blocking pool.
+    let err = send(get("http://polite-test.invalid/"), Duration::from_secs(20)).unwrap_err();
+    assert_eq!(err, TransportErrorKind::Dns);
+}
+
+#[test]
+fn https_and_relative_urls_fail_without_touching_the_network() {
+    let start = Instant::now();
+    for url in ["https://127.0.0.1:9/", "/relative"] {
+        let err = send(get(url), Duration::from_secs(5)).unwrap_err();
+        assert_eq!(err, TransportErrorKind::Other, "{url}");
+    }
+    assert!(start.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn a_hanging_attempt_is_aborted_at_abort_at_on_both_executors() {
+    let lab = Lab::start(LabConfig::default().fault(PathMatch::Any, Fault::Hang)).unwrap();
+    let t = Http1Transport::new();
+    for executor in ["async-std", "smol"] {
+        let start = Instant::now();
+        let attempt = t.send(
+            get(&lab.url("/items/h")),
+            start + Duration::from_millis(300),
+        );
+        let err = match executor {
+            "smol" => smol::block_on(attempt),
+            _ => async_std::task::block_on(attempt),
+        }
+        .unwrap_err();
+        let took = start.elapsed();
+        assert_eq!(err, TransportErrorKind::Aborted);
+        assert!(took >= Duration::from_millis(300), "{executor}: {took:?}");
+        assert!(took < Duration::from_millis(600), "{executor}: {took:?}");
+    }
+}
