@@ -73,6 +73,9 @@ impl Cancel for NeverCancel {
     }
 }
 
+/// The most wakers a token keeps before it flushes them (see `poll_cancelled`).
+const MAX_WAKERS: usize = 32;
+
 #[derive(Debug, Default)]
 struct Shared {
     cancelled: AtomicBool,
@@ -120,6 +123,15 @@ impl Cancel for CancelToken {
         {
             let mut wakers = self.0.wakers.lock().unwrap_or_else(PoisonError::into_inner);
             if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                // A token reused across many calls would keep every finished
+                // call's waker. Past a few, wake them all and start over:
+                // a spurious wake is harmless (a task still waiting polls
+                // again and re-registers), and the list stays bounded.
+                if wakers.len() >= MAX_WAKERS {
+                    for w in wakers.drain(..) {
+                        w.wake();
+                    }
+                }
                 wakers.push(cx.waker().clone());
             }
         }

@@ -1,0 +1,399 @@
+//! [`UreqTransport`]: the ready transport on ureq 3, one worker thread per
+//! attempt in flight.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use polite_client::Transport;
+use polite_core::TransportErrorKind;
+
+use crate::block_on::wake_at;
+
+/// What one attempt produces.
+type Outcome = Result<http::Response<Bytes>, TransportErrorKind>;
+
+/// Sends attempts with a `ureq::Agent`, each on a worker thread of its own.
+///
+/// ureq blocks, so each attempt runs on a short-lived worker thread that
+/// completes the attempt's future (a one-shot slot and a waker) when it is
+/// done. That is what lets a cancel return at once while a request is in
+/// flight, and lets a batch have up to `concurrency` attempts in flight.
+///
+/// * **Timeouts.** Each attempt runs with ureq's end-to-end
+///   `timeout_global` set to `abort_at - now` (DNS, connect, request, headers
+///   and body, redirects included), so a hanging server can never hold the
+///   caller past the call's deadline plus the transport cushion. The future
+///   also resolves `Aborted` by itself at `abort_at`, whatever the worker is
+///   doing.
+/// * **Bodies** are read whole, up to [`body_limit`](Self::body_limit)
+///   bytes after decoding (default 16 MiB): a larger body (or a
+///   `Content-Length` above the limit) fails the attempt as a transport error
+///   (`Other`), never an out-of-memory.
+/// * **Status codes** are answers, not errors: 4xx and 5xx come back as
+///   responses for the machines to classify (`http_status_as_error(false)` is
+///   set on every request, whatever the agent's own setting).
+/// * **Errors** map to the kinds the machines retry by: connection refused →
+///   `Refused`; reset, aborted, broken pipe, early EOF → `Reset`; host not
+///   found → `Dns`; a ureq timeout → `Timeout` (`Aborted` for the end-to-end
+///   one, which is `abort_at`); TLS → `Tls`; anything else → `Other`.
+///
+/// ## Threads, and what a cancel does to a request in flight
+///
+/// Workers alive at once are at most the attempts the machines keep in
+/// flight (1 for `send` and `wait`, `concurrency` for `batch`: never one per
+/// item) plus attempts abandoned by a cancel, each only until its own
+/// `abort_at`. ureq cannot abort a read from another thread, so when a call
+/// is cancelled (or ends) with an attempt in flight:
+///
+/// 1. the call returns at once (`Cancelled`); the attempt's result will be
+///    thrown away;
+/// 2. the worker thread and its socket live on until the attempt ends by
+///    itself, at the latest when its timeout fires at `abort_at` (the call's
+///    deadline plus the cushion); then the connection is closed and the
+///    thread exits;
+/// 3. the request may well have reached the server, and the server may act
+///    on it: a cancel never promises otherwise.
+///
+/// [`live_workers`](Self::live_workers) counts the workers still running
+/// an attempt (for tests and diagnostics; clones of a transport share the
+/// count). A worker stops counting once it has delivered its result; its
+/// thread then only wakes the caller and returns.
+///
+/// ```
+/// let t = polite_blocking::UreqTransport::default().max_body(1 << 20);
+/// assert_eq!(t.body_limit(), 1 << 20);
+/// assert_eq!(t.live_workers(), 0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct UreqTransport {
+    agent: ureq::Agent,
+    max_body: usize,
+    live: Arc<AtomicUsize>,
+}
+
+impl Default for UreqTransport {
+    fn default() -> Self {
+        UreqTransport::new(UreqTransport::default_agent())
+    }
+}
+
+impl UreqTransport {
+    /// Default body limit: 16 MiB.
+    pub const DEFAULT_MAX_BODY: usize = 16 << 20;
+
+    /// Wraps a `ureq::Agent` (configure TLS, proxies, the connection pool
+    /// there). The agent's status-as-error setting is overridden per request
+    /// and its global timeout replaced by each attempt's `abort_at`.
+    ///
+    /// ```
+    /// let agent = ureq::Agent::new_with_defaults();
+    /// let t = polite_blocking::UreqTransport::new(agent);
+    /// assert_eq!(t.body_limit(), polite_blocking::UreqTransport::DEFAULT_MAX_BODY);
+    /// ```
+    #[must_use]
+    pub fn new(agent: ureq::Agent) -> UreqTransport {
+        UreqTransport {
+            agent,
+            max_body: Self::DEFAULT_MAX_BODY,
+            live: Arc::default(),
+        }
+    }
+
+    /// The agent [`Client::new`](crate::Client::new) uses: ureq's defaults
+    /// (rustls with web PKI roots, gzip, a connection pool, redirects
+    /// followed) with HTTP error statuses returned as responses.
+    ///
+    /// ```
+    /// let agent = polite_blocking::UreqTransport::default_agent();
+    /// assert!(!agent.config().http_status_as_error());
+    /// ```
+    #[must_use]
+    pub fn default_agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .new_agent()
+    }
+
+    /// Sets the largest body read; a larger one fails the attempt as a
+    /// transport error (`Other`), never an out-of-memory.
+    ///
+    /// ```
+    /// let t = polite_blocking::UreqTransport::default().max_body(4096);
+    /// assert_eq!(t.body_limit(), 4096);
+    /// ```
+    #[must_use]
+    pub fn max_body(mut self, bytes: usize) -> UreqTransport {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The body limit.
+    ///
+    /// ```
+    /// assert_eq!(polite_blocking::UreqTransport::default().body_limit(), 16 << 20);
+    /// ```
+    #[must_use]
+    pub fn body_limit(&self) -> usize {
+        self.max_body
+    }
+
+    /// How many worker threads of this transport (and its clones) are still
+    /// running an attempt, including attempts whose call was cancelled and
+    /// that now run out their time until `abort_at`.
+    ///
+    /// ```
+    /// assert_eq!(polite_blocking::UreqTransport::default().live_workers(), 0);
+    /// ```
+    #[must_use]
+    pub fn live_workers(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// The agent.
+    ///
+    /// ```
+    /// let t = polite_blocking::UreqTransport::default();
+    /// assert!(!t.agent().config().http_status_as_error());
+    /// ```
+    #[must_use]
+    pub fn agent(&self) -> &ureq::Agent {
+        &self.agent
+    }
+}
+
+/// The slot a worker fills and the waker it wakes.
+#[derive(Debug, Default)]
+struct Slot {
+    result: Option<Outcome>,
+    waker: Option<Waker>,
+}
+
+fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One attempt in flight on a worker thread. Resolves with the worker's
+/// result, or `Aborted` at `abort_at` if the worker has not answered by
+/// then. Dropping it abandons the attempt: the worker runs on until its own
+/// timeout (at `abort_at`) and its result is thrown away.
+///
+/// ```
+/// use bytes::Bytes;
+/// use polite_blocking::{Transport, UreqTransport, block_on};
+/// use std::time::{Duration, Instant};
+///
+/// let lab = polite_lab::Lab::start(polite_lab::LabConfig::default()).unwrap();
+/// let t = UreqTransport::default();
+/// let req = http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
+/// let sending = t.send(req, Instant::now() + Duration::from_secs(5)); // a worker starts
+/// let resp = block_on(sending).unwrap();
+/// assert_eq!(resp.status(), 200);
+/// ```
+#[derive(Debug)]
+pub struct UreqSending {
+    slot: Arc<Mutex<Slot>>,
+    abort_at: Instant,
+}
+
+impl Future for UreqSending {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let mut slot = lock(&self.slot);
+        if let Some(result) = slot.result.take() {
+            return Poll::Ready(result);
+        }
+        if Instant::now() >= self.abort_at {
+            return Poll::Ready(Err(TransportErrorKind::Aborted));
+        }
+        match &mut slot.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            other => *other = Some(cx.waker().clone()),
+        }
+        drop(slot);
+        wake_at(self.abort_at, cx);
+        Poll::Pending
+    }
+}
+
+/// Counts a worker as live from before its spawn until it has delivered its
+/// result (also if the spawn fails, or the attempt panics); the thread then
+/// only wakes the caller and returns.
+struct Live(Arc<AtomicUsize>);
+
+impl Live {
+    fn new(count: &Arc<AtomicUsize>) -> Live {
+        count.fetch_add(1, Ordering::SeqCst);
+        Live(Arc::clone(count))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Transport for UreqTransport {
+    type Sending = UreqSending;
+
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> UreqSending {
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        let sending = UreqSending {
+            slot: Arc::clone(&slot),
+            abort_at,
+        };
+        let agent = self.agent.clone();
+        let max_body = self.max_body;
+        let live = Live::new(&self.live);
+        let spawned = std::thread::Builder::new()
+            .name("polite-ureq".into())
+            .spawn(move || {
+                let result = attempt(&agent, request, abort_at, max_body);
+                let waker = {
+                    let mut slot = lock(&slot);
+                    slot.result = Some(result);
+                    slot.waker.take()
+                };
+                // Uncounted before the caller can start the next attempt, so
+                // the count never shows the next worker and this one together;
+                // the thread only returns from here.
+                drop(live);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            });
+        if spawned.is_err() {
+            // No thread to run it on (the closure, and its `Live`, are gone).
+            lock(&sending.slot).result = Some(Err(TransportErrorKind::Other));
+        }
+        sending
+    }
+}
+
+/// Methods that carry no body unless one is given (the others send
+/// `Content-Length: 0` for an empty body).
+fn bodiless(method: &http::Method) -> bool {
+    matches!(
+        *method,
+        http::Method::GET
+            | http::Method::HEAD
+            | http::Method::OPTIONS
+            | http::Method::TRACE
+            | http::Method::CONNECT
+    )
+}
+
+/// One attempt, on the worker thread: the whole exchange and the body read
+/// under one end-to-end timeout that ends at `abort_at`.
+fn attempt(
+    agent: &ureq::Agent,
+    request: http::Request<Bytes>,
+    abort_at: Instant,
+    max_body: usize,
+) -> Outcome {
+    let left = abort_at.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(TransportErrorKind::Aborted);
+    }
+    let (parts, body) = request.into_parts();
+    let sent = if body.is_empty() && bodiless(&parts.method) {
+        let request = agent
+            .configure_request(http::Request::from_parts(parts, ()))
+            .http_status_as_error(false)
+            .timeout_global(Some(left))
+            .build();
+        agent.run(request)
+    } else {
+        let request = agent
+            .configure_request(http::Request::from_parts(parts, &body[..]))
+            .http_status_as_error(false)
+            .timeout_global(Some(left))
+            .build();
+        agent.run(request)
+    };
+    let mut response = sent.map_err(|e| kind(&e))?;
+    let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
+    let declared = response
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(TransportErrorKind::Other);
+    }
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| kind(&e))?;
+    let (parts, _) = response.into_parts();
+    Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
+}
+
+/// Maps a ureq error to the kind the machines retry by.
+fn kind(e: &ureq::Error) -> TransportErrorKind {
+    match e {
+        ureq::Error::Timeout(ureq::Timeout::Global) => TransportErrorKind::Aborted,
+        ureq::Error::Timeout(_) => TransportErrorKind::Timeout,
+        ureq::Error::HostNotFound => TransportErrorKind::Dns,
+        ureq::Error::Io(io) => io_kind(io),
+        ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::TlsRequired => {
+            TransportErrorKind::Tls
+        }
+        _ => TransportErrorKind::Other,
+    }
+}
+
+fn io_kind(e: &std::io::Error) -> TransportErrorKind {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused => TransportErrorKind::Refused,
+        K::ConnectionReset
+        | K::ConnectionAborted
+        | K::BrokenPipe
+        | K::UnexpectedEof
+        | K::NotConnected => TransportErrorKind::Reset,
+        K::TimedOut | K::WouldBlock => TransportErrorKind::Timeout,
+        _ => TransportErrorKind::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_map_to_kinds() {
+        use std::io::{Error, ErrorKind as K};
+        for (k, want) in [
+            (K::ConnectionRefused, TransportErrorKind::Refused),
+            (K::ConnectionReset, TransportErrorKind::Reset),
+            (K::UnexpectedEof, TransportErrorKind::Reset),
+            (K::TimedOut, TransportErrorKind::Timeout),
+            (K::PermissionDenied, TransportErrorKind::Other),
+        ] {
+            assert_eq!(kind(&ureq::Error::Io(Error::from(k))), want, "{k:?}");
+        }
+        assert_eq!(kind(&ureq::Error::HostNotFound), TransportErrorKind::Dns);
+        assert_eq!(
+            kind(&ureq::Error::Timeout(ureq::Timeout::Global)),
+            TransportErrorKind::Aborted
+        );
+        assert_eq!(
+            kind(&ureq::Error::Timeout(ureq::Timeout::Connect)),
+            TransportErrorKind::Timeout
+        );
+        assert_eq!(
+            kind(&ureq::Error::BodyExceedsLimit(1)),
+            TransportErrorKind::Other
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Command-line arguments (clap derive).
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Wait for remote results and retry failed HTTP calls without hammering the
+/// server and without ever overrunning --timeout.
+#[derive(Debug, Parser)]
+#[command(name = "polite", version, about, after_help = crate::exit::HELP)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// One logical request with retries; the body goes to stdout.
+    ///
+    /// Retried: 429 (honouring Retry-After), 500/502/503/504 and transport
+    /// errors. Non-idempotent methods (POST, PATCH) are NOT retried unless an
+    /// --idempotency-key is given: a failed write is handed back, never re-sent.
+    #[command(after_help = crate::exit::HELP)]
+    Get(GetArgs),
+    /// Wait for a remote job: long poll first, permanent fallback to backoff.
+    ///
+    /// Prints the final JSON answer on stdout. Exit 0 when the final state is
+    /// one of --success, 1 for another terminal state.
+    #[command(after_help = crate::exit::HELP)]
+    Wait(WaitArgs),
+    /// A throttled batch: one URL per line on stdin, results as JSON lines in
+    /// input order, all under one --timeout.
+    #[command(after_help = crate::exit::HELP)]
+    Batch(BatchArgs),
+    /// Start a loopback lab server and compare a naive client with polite.
+    Demo(DemoArgs),
+}
+
+/// Options every command shares.
+#[derive(Debug, Args)]
+pub(crate) struct Common {
+    /// The whole budget: retries, waits and sleeps all spend it.
+    #[arg(long, value_parser = duration, default_value = "30s")]
+    pub(crate) timeout: Duration,
+    /// Request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub(crate) headers: Vec<String>,
+    /// Retries allowed after 429 answers.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) max_retries_429: u32,
+    /// Retries allowed after 5xx answers.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) max_retries_5xx: u32,
+    /// Retries allowed after transport errors.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) max_retries_transport: u32,
+    /// More detail on stderr (every attempt, not only retries).
+    #[arg(short, long)]
+    pub(crate) verbose: bool,
+    /// Attempt log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// One line per retry.
+    Text,
+    /// One JSON object per attempt record.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GetArgs {
+    /// The URL.
+    pub(crate) url: String,
+    /// The method.
+    #[arg(short = 'X', long = "request", default_value = "GET")]
+    pub(crate) method: String,
+    /// The body: literal text, `@file`, or `-` for stdin.
+    #[arg(short = 'd', long = "data")]
+    pub(crate) data: Option<String>,
+    /// Sends `Idempotency-Key: K`, which makes a POST or PATCH safe to retry.
+    #[arg(long, value_name = "K")]
+    pub(crate) idempotency_key: Option<String>,
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WaitArgs {
+    /// The job resource, e.g. http://127.0.0.1:8080/runs/42.
+    pub(crate) url: String,
+    /// The JSON field holding the job state (dots for nesting: data.state).
+    #[arg(long, default_value = "status")]
+    pub(crate) field: String,
+    /// Terminal states, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "passed,failed,cancelled")]
+    pub(crate) terminal: Vec<String>,
+    /// Terminal states that mean success (exit 0), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "passed")]
+    pub(crate) success: Vec<String>,
+    /// The long-poll query parameter.
+    #[arg(long, default_value = "waitSeconds")]
+    pub(crate) wait_param: String,
+    /// Start in backoff mode (for servers known not to long-poll).
+    #[arg(long)]
+    pub(crate) no_long_poll: bool,
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BatchArgs {
+    /// Client-side rate limit, `N/DURATION` (e.g. 50/60s); `none` for no throttle.
+    #[arg(long, value_parser = rate, default_value = "50/60s")]
+    pub(crate) rate: Rate,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) concurrency: u32,
+    /// The method of every request.
+    #[arg(short = 'X', long = "request", default_value = "GET")]
+    pub(crate) method: String,
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Only the named part: pacing, wait or hang.
+    #[arg(long)]
+    pub(crate) only: Option<String>,
+}
+
+/// `90s`, `10m`, `1h30m`, `250ms`.
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (try 30s, 10m, 250ms)"))
+}
+
+/// A client-side rate: `limit` per `window`, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rate(pub(crate) Option<(u32, Duration)>);
+
+/// `50/60s` → (50, 60 s); `none` → no throttle.
+pub(crate) fn rate(s: &str) -> Result<Rate, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(Rate(None));
+    }
+    let (n, w) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}`: expected N/DURATION, e.g. 50/60s"))?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{n}`: not a whole number of requests"))?;
+    if n == 0 {
+        return Err("the rate must allow at least 1 request".into());
+    }
+    let w = duration(w.trim())?;
+    if w.is_zero() {
+        return Err("the rate window must be longer than zero".into());
+    }
+    Ok(Rate(Some((n, w))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_durations() {
+        assert_eq!(
+            rate("50/60s"),
+            Ok(Rate(Some((50, Duration::from_secs(60)))))
+        );
+        assert_eq!(rate("none"), Ok(Rate(None)));
+        assert!(rate("50").is_err());
+        assert!(rate("0/1s").is_err());
+        assert!(rate("5/0s").is_err());
+        assert!(rate("x/1s").is_err());
+        assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(duration("soon").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,74 @@
+//! The attempt log on stderr: one line per retry (text), or one JSON object
+//! per attempt record. Records hold no header values, URLs or bodies.
+
+use std::io::Write;
+
+use polite_client::Observed;
+use polite_core::{AttemptRecord, Reply, RetryAfterNote};
+
+use crate::args::LogFormat;
+
+/// Writes one observed event to stderr in the chosen format.
+pub(crate) fn emit(format: LogFormat, verbose: bool, event: Observed<'_>) {
+    let line = match (format, event) {
+        (LogFormat::Json, Observed::Record(r)) => Some(json(r).to_string()),
+        (LogFormat::Json, Observed::Notice(n)) => {
+            Some(serde_json::json!({ "notice": n.to_string() }).to_string())
+        }
+        (LogFormat::Text, Observed::Record(r)) => text(r, verbose),
+        (LogFormat::Text, Observed::Notice(n)) => Some(format!("polite: {n}")),
+    };
+    if let Some(line) = line {
+        // A closed stderr must not turn into a panic.
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// The JSON form of a record.
+pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
+    let (status, transport) = match r.reply {
+        Reply::Status(s) => (Some(s), None),
+        Reply::Transport(k) => (None, Some(k.to_string())),
+    };
+    let retry_after = match r.retry_after {
+        RetryAfterNote::Absent => serde_json::Value::Null,
+        RetryAfterNote::Valid(d) => serde_json::json!({ "valid_ms": d.as_millis() as u64 }),
+        RetryAfterNote::Rejected(e) => serde_json::json!({ "rejected": e.to_string() }),
+    };
+    serde_json::json!({
+        "request": r.request.0,
+        "item": r.id.item,
+        "attempt": r.id.attempt,
+        "status": status,
+        "transport_error": transport,
+        "class": r.class.map(|c| c.to_string()),
+        "retry_after": retry_after,
+        "next_delay_ms": r.next.map(|n| n.delay.as_millis() as u64),
+        "next_source": r.next.map(|n| n.source.to_string()),
+        "outcome": r.outcome.map(|o| o.to_string()),
+    })
+}
+
+/// The text form: retries always, everything with `-v`.
+fn text(r: &AttemptRecord, verbose: bool) -> Option<String> {
+    let who = if r.id.item > 0 || verbose {
+        format!("item {} attempt {}", r.id.item, r.id.attempt + 1)
+    } else {
+        format!("attempt {}", r.id.attempt + 1)
+    };
+    let mut note = String::new();
+    if let RetryAfterNote::Rejected(e) = r.retry_after {
+        note = format!(" (ignored Retry-After: {e})");
+    }
+    match (r.next, r.outcome) {
+        (Some(n), _) => Some(format!(
+            "polite: {who}: {} — retry in {:.3?} ({}){note}",
+            r.reply, n.delay, n.source
+        )),
+        (None, Some(o)) if !o.is_success() => {
+            Some(format!("polite: {who}: {} — gave up: {o}{note}", r.reply))
+        }
+        _ if verbose => Some(format!("polite: {who}: {}", r.reply)),
+        _ => None,
+    }
+}

@@ -1,0 +1,130 @@
+//! Building requests from flags; every mistake is a one-line usage error.
+
+use std::io::Read;
+
+use bytes::Bytes;
+
+/// A usage error: printed on one line, exit 2.
+#[derive(Debug)]
+pub(crate) struct Usage(pub(crate) String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage(msg: impl Into<String>) -> Usage {
+    Usage(msg.into())
+}
+
+/// An absolute http(s) URL with a host.
+pub(crate) fn url(s: &str) -> Result<http::Uri, Usage> {
+    let uri: http::Uri = s
+        .parse()
+        .map_err(|e| usage(format!("malformed URL `{s}`: {e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => {
+            return Err(usage(format!(
+                "URL `{s}` must start with http:// or https://"
+            )));
+        }
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(usage(format!("URL `{s}` has no host")));
+    }
+    Ok(uri)
+}
+
+/// A method token.
+pub(crate) fn method(s: &str) -> Result<http::Method, Usage> {
+    http::Method::from_bytes(s.as_bytes()).map_err(|_| usage(format!("invalid method `{s}`")))
+}
+
+/// `Name: value`.
+pub(crate) fn header(s: &str) -> Result<(http::HeaderName, http::HeaderValue), Usage> {
+    let (name, value) = s
+        .split_once(':')
+        .ok_or_else(|| usage(format!("header `{s}`: expected `Name: value`")))?;
+    let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| usage(format!("header `{s}`: invalid name")))?;
+    let value = http::HeaderValue::from_str(value.trim())
+        .map_err(|_| usage(format!("header `{s}`: invalid value")))?;
+    Ok((name, value))
+}
+
+/// The body from `-d`: `@file`, `-` (stdin), or the text itself.
+pub(crate) fn body(data: Option<&str>) -> Result<Bytes, Usage> {
+    match data {
+        None => Ok(Bytes::new()),
+        Some("-") => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| usage(format!("cannot read the body from stdin: {e}")))?;
+            Ok(buf.into())
+        }
+        Some(d) if d.starts_with('@') => {
+            let path = &d[1..];
+            std::fs::read(path)
+                .map(Bytes::from)
+                .map_err(|e| usage(format!("cannot read body file `{path}`: {e}")))
+        }
+        Some(text) => Ok(Bytes::copy_from_slice(text.as_bytes())),
+    }
+}
+
+/// A request from its parts.
+pub(crate) fn build(
+    method_s: &str,
+    url_s: &str,
+    headers: &[String],
+    body: Bytes,
+    idempotency_key: Option<&str>,
+) -> Result<http::Request<Bytes>, Usage> {
+    let mut req = http::Request::new(body);
+    *req.method_mut() = method(method_s)?;
+    *req.uri_mut() = url(url_s)?;
+    for h in headers {
+        let (name, value) = header(h)?;
+        req.headers_mut().append(name, value);
+    }
+    if let Some(k) = idempotency_key {
+        let v = http::HeaderValue::from_str(k)
+            .map_err(|_| usage(format!("idempotency key `{k}`: invalid header value")))?;
+        req.headers_mut().insert("idempotency-key", v);
+    }
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_and_bad_input() {
+        assert!(url("http://127.0.0.1:8080/x").is_ok());
+        assert!(url("ftp://127.0.0.1/x").is_err());
+        assert!(url("127.0.0.1/x").is_err());
+        assert!(url("http://").is_err());
+        assert!(url("http://exa mple/").is_err());
+        assert!(header("Accept: text/plain").is_ok());
+        assert!(header("Accept text/plain").is_err());
+        assert!(header("Bad Name: x").is_err());
+        assert!(method("GET").is_ok());
+        assert!(method("G ET").is_err());
+        assert!(body(Some("@/definitely/not/here")).is_err());
+        assert_eq!(body(Some("hi")).unwrap().as_ref(), b"hi");
+        let r = build(
+            "POST",
+            "http://127.0.0.1/x",
+            &["A: b".into()],
+            Bytes::new(),
+            Some("k1"),
+        )
+        .unwrap();
+        assert_eq!(r.headers()["idempotency-key"], "k1");
+        assert_eq!(r.headers()["a"], "b");
+    }
+}

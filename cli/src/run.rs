@@ -1,0 +1,289 @@
+//! `get`, `wait` and `batch`: flags → a configured polite client → stdout,
+//! stderr and an exit code.
+
+use std::io::{IsTerminal, Read, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use polite_blocking::{CancelToken, Client, Config, JsonJob, UreqTransport};
+use polite_client::Observed;
+use polite_core::{MaxRetries, Reply, StateName, TerminalStates};
+
+use crate::args::{BatchArgs, Common, GetArgs, WaitArgs};
+use crate::exit;
+use crate::log;
+use crate::request::{self, Usage};
+
+fn config(common: &Common) -> Config {
+    let mut config = Config {
+        timeout: common.timeout,
+        ..Config::default()
+    };
+    config.retry.max_retries = MaxRetries {
+        rate_limited: common.max_retries_429,
+        server_error: common.max_retries_5xx,
+        transport: common.max_retries_transport,
+    };
+    config
+}
+
+fn client(
+    config: Config,
+    observe: impl Fn(Observed<'_>) + Send + Sync + 'static,
+) -> Result<Client<UreqTransport>, Usage> {
+    let inner = polite_client::Client::new(UreqTransport::default(), config)
+        .map_err(|e| Usage(e.to_string()))?
+        .observe(observe);
+    Ok(Client::from_client(inner))
+}
+
+/// Ctrl-C cancels the token (exit 130).
+fn ctrl_c() -> CancelToken {
+    let token = CancelToken::new();
+    // Installing the handler fails only if one is installed already, which
+    // cannot happen in this process; without it Ctrl-C still ends the
+    // process (by the default signal action).
+    let _ = polite_blocking::cancel_on_ctrl_c(token.clone());
+    token
+}
+
+fn write_stdout(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (e.g. `| head`) is not an error worth a panic.
+    let _ = out.write_all(bytes);
+    let _ = out.flush();
+}
+
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "polite: {line}");
+}
+
+/// `polite get`.
+pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
+    let body = request::body(args.data.as_deref())?;
+    let req = request::build(
+        &args.method,
+        &args.url,
+        &args.common.headers,
+        body,
+        args.idempotency_key.as_deref(),
+    )?;
+    let (format, verbose) = (args.common.log_format, args.common.verbose);
+    let client = client(config(&args.common), move |e| log::emit(format, verbose, e))?;
+    let token = ctrl_c();
+    match client.send_cancellable(req, &token) {
+        Ok(resp) => {
+            write_stdout(resp.body());
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            if let Some(resp) = e.response() {
+                // A final answer (404, the last 503, ...) is handed back too.
+                write_stdout(resp.body());
+            }
+            say(&e.to_string());
+            Ok(exit::for_error(&e))
+        }
+    }
+}
+
+/// The wait's live state, fed by the observer.
+#[derive(Debug, Default)]
+struct Progress {
+    requests: u64,
+    backoff: bool,
+}
+
+/// `polite wait`.
+pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
+    let req = request::build("GET", &args.url, &args.common.headers, Bytes::new(), None)?;
+    let mut config = config(&args.common);
+    let mut terminal = TerminalStates::EMPTY;
+    for s in &args.terminal {
+        if StateName::new(s).is_none() || !terminal.insert(s) {
+            return Err(Usage(format!(
+                "--terminal: `{s}` is too long or there are more than {} states",
+                TerminalStates::CAPACITY
+            )));
+        }
+    }
+    for s in &args.success {
+        if !terminal.contains(s) {
+            return Err(Usage(format!("--success: `{s}` is not one of --terminal")));
+        }
+    }
+    config.poll.terminal_states = terminal;
+    config.poll.long_poll_first = !args.no_long_poll;
+    if !polite_client::valid_param_name(&args.wait_param) {
+        return Err(Usage(format!(
+            "--wait-param `{}`: not a valid query parameter name",
+            args.wait_param
+        )));
+    }
+    // Leaked once per process: the policy holds the name as &'static str.
+    config.poll.wait_param = Box::leak(args.wait_param.clone().into_boxed_str());
+
+    let tty = std::io::stderr().is_terminal();
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    let (format, verbose) = (args.common.log_format, args.common.verbose);
+    let seen = Arc::clone(&progress);
+    let client = client(config, move |e| {
+        {
+            let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            match e {
+                Observed::Record(_) => p.requests += 1,
+                Observed::Notice(_) => p.backoff = true,
+            }
+        }
+        if !tty
+            || verbose
+            || matches!(e, Observed::Notice(_))
+            || format == crate::args::LogFormat::Json
+        {
+            log::emit(format, verbose, e);
+        } else if let Observed::Record(r) = e {
+            // On a terminal the status line shows progress; only failures print.
+            if r.next.is_some() && !matches!(r.reply, Reply::Status(200..=399)) {
+                log::emit(format, verbose, e);
+            }
+        }
+    })?;
+    let token = ctrl_c();
+    let spinner = tty.then(|| {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    });
+    let start = Instant::now();
+    let timeout = args.common.timeout;
+    let result = std::thread::scope(|scope| {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Some(bar) = &spinner {
+            let (bar, done, progress) = (bar.clone(), Arc::clone(&done), Arc::clone(&progress));
+            scope.spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let p = progress
+                        .lock()
+                        .map(|p| (p.requests, p.backoff))
+                        .unwrap_or((0, false));
+                    let elapsed = start.elapsed();
+                    bar.set_message(format!(
+                        "waiting {:.0?} / {:.0?} left · {} · {} request{}",
+                        elapsed,
+                        timeout.saturating_sub(elapsed),
+                        if p.1 { "backoff" } else { "long-poll" },
+                        p.0,
+                        if p.0 == 1 { "" } else { "s" },
+                    ));
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+        let r = client.wait_with(req, &mut JsonJob::new(&args.field), &token, |_| {});
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    if let Some(bar) = spinner {
+        bar.finish_and_clear();
+    }
+    match result {
+        Ok(done) => {
+            write_stdout(done.response.body());
+            if !done.response.body().ends_with(b"\n") {
+                write_stdout(b"\n");
+            }
+            if args.success.contains(&done.state) {
+                Ok(exit::OK)
+            } else {
+                say(&format!("job ended {}", done.state));
+                Ok(exit::FAILED)
+            }
+        }
+        Err(e) => {
+            say(&e.to_string());
+            Ok(exit::for_error(&e))
+        }
+    }
+}
+
+/// `polite batch`: URLs on stdin, one per line (blank lines and `#` comments
+/// skipped).
+pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| Usage(format!("cannot read URLs from stdin: {e}")))?;
+    let urls: Vec<&str> = input
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let requests = urls
+        .iter()
+        .map(|u| request::build(&args.method, u, &args.common.headers, Bytes::new(), None))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut config = config(&args.common);
+    config.concurrency = args.concurrency;
+    config.throttle = args.rate.0;
+    let tty = std::io::stderr().is_terminal();
+    let bar = tty.then(|| {
+        let bar = ProgressBar::new(requests.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} done · {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let (format, verbose) = (args.common.log_format, args.common.verbose);
+    let tick = bar.clone();
+    let client = client(config, move |e| {
+        if let (Some(bar), Observed::Record(r)) = (&tick, e) {
+            if r.outcome.is_some() {
+                bar.inc(1);
+            }
+            bar.set_message(format!("last: {}", r.reply));
+        }
+        if !tty || verbose || format == crate::args::LogFormat::Json {
+            log::emit(format, verbose, e);
+        }
+    })?;
+    let token = ctrl_c();
+    let results = client
+        .batch_cancellable(requests, &token)
+        .map_err(|e| Usage(e.to_string()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let mut codes = Vec::with_capacity(results.len());
+    let mut out = std::io::stdout().lock();
+    for (url, result) in urls.iter().zip(&results) {
+        let line = match result {
+            Ok(resp) => {
+                codes.push(exit::OK);
+                serde_json::json!({
+                    "url": url,
+                    "ok": true,
+                    "status": resp.status().as_u16(),
+                    "body": String::from_utf8_lossy(resp.body()),
+                })
+            }
+            Err(e) => {
+                codes.push(exit::for_error(e));
+                serde_json::json!({
+                    "url": url,
+                    "ok": false,
+                    "status": e.response().map(|r| r.status().as_u16()),
+                    "error": e.to_string(),
+                })
+            }
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    Ok(exit::worst(codes))
+}

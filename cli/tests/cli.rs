@@ -1,0 +1,267 @@
+//! The `polite` binary against the lab on loopback: exit codes, stdout,
+//! stderr formats, batch order and Ctrl-C.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use polite_lab::{Fault, JobState, Lab, LabConfig, LogStats, PathMatch, RetryAfter, Step};
+
+fn polite(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn get_prints_only_the_body_and_exits_0() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/a",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let o = polite(&["get", &lab.url("/items/a")]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), r#"{"item":"a"}"#);
+    // One line about the retry on stderr.
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("HTTP 503") && err.contains("retry in"),
+        "{err}"
+    );
+    assert_eq!(lab.log().len(), 2);
+}
+
+#[test]
+fn a_final_answer_exits_1_and_is_still_printed() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let o = polite(&["get", &lab.url("/nothing/here")]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("404"), "{}", stderr(&o));
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line() {
+    for args in [
+        vec!["get", "not a url"],
+        vec!["get", "ftp://127.0.0.1/x"],
+        vec!["get", "http://127.0.0.1:9/x", "--timeout", "soon"],
+        vec!["get", "http://127.0.0.1:9/x", "-d", "@/no/such/file"],
+        vec!["get", "http://127.0.0.1:9/x", "-H", "no colon"],
+        vec!["batch", "--rate", "fast"],
+        vec!["wait", "http://127.0.0.1:9/x", "--success", "green"],
+        vec!["frobnicate"],
+    ] {
+        let o = polite(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn a_hostile_retry_after_exits_11_at_once() {
+    let hostile = Step::Status {
+        status: 429,
+        retry_after: Some(RetryAfter::Raw("86400".into())),
+    };
+    let lab =
+        Lab::start(LabConfig::default().script("/items/h", vec![hostile, Step::Normal])).unwrap();
+    let start = Instant::now();
+    let o = polite(&["get", &lab.url("/items/h"), "--timeout", "10m"]);
+    assert_eq!(code(&o), 11, "{}", stderr(&o));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(lab.log().len(), 1);
+}
+
+#[test]
+fn a_hanging_server_exits_124_within_the_budget_and_cushion() {
+    let lab = Lab::start(LabConfig::default().fault(PathMatch::Any, Fault::Hang)).unwrap();
+    let start = Instant::now();
+    let o = polite(&["get", &lab.url("/items/1"), "--timeout", "1s"]);
+    assert_eq!(code(&o), 124, "{}", stderr(&o));
+    assert!(
+        start.elapsed() < Duration::from_secs(1 + 2 + 1),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn a_post_is_not_retried_without_an_idempotency_key() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/p",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let o = polite(&["get", "-X", "POST", "-d", "{}", &lab.url("/items/p")]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert_eq!(lab.log().len(), 1);
+    lab.clear_log();
+    let lab2 = Lab::start(LabConfig::default().script(
+        "/items/p",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let o = polite(&[
+        "get",
+        "-X",
+        "POST",
+        "-d",
+        "{}",
+        "--idempotency-key",
+        "k1",
+        &lab2.url("/items/p"),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(lab2.log().len(), 2);
+}
+
+#[test]
+fn json_log_lines_parse() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/j",
+        vec![
+            Step::without_retry_after(503),
+            Step::with_retry_after(429, Duration::from_secs(1)),
+            Step::Normal,
+        ],
+    ))
+    .unwrap();
+    let o = polite(&["get", &lab.url("/items/j"), "--log-format", "json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stderr(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["status"], 503);
+    assert_eq!(lines[1]["status"], 429);
+    assert_eq!(lines[1]["next_source"], "retry-after");
+    assert_eq!(lines[2]["status"], 200);
+}
+
+#[test]
+fn wait_exits_0_for_success_and_1_for_another_terminal_state() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .job("ok", Duration::from_millis(300), JobState::Passed)
+            .job("bad", Duration::from_millis(300), JobState::Failed),
+    )
+    .unwrap();
+    let o = polite(&["wait", &lab.url("/runs/ok"), "--timeout", "10s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("final JSON on stdout");
+    assert_eq!(v["status"], "passed");
+    let o = polite(&["wait", &lab.url("/runs/bad"), "--timeout", "10s"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn wait_announces_the_fallback_once() {
+    let lab = Lab::start(LabConfig::default().long_poll(false).job(
+        "j",
+        Duration::from_millis(500),
+        JobState::Passed,
+    ))
+    .unwrap();
+    let o = polite(&["wait", &lab.url("/runs/j"), "--timeout", "20s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("server does not support long-poll; switching to backoff")
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn batch_keeps_input_order() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/2",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let urls: String = (1..=6)
+        .rev()
+        .map(|i| format!("{}\n", lab.url(&format!("/items/{i}"))))
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(["batch", "--rate", "none", "--concurrency", "3"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(urls.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let items: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["ok"], true);
+            v["url"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(items, ["6", "5", "4", "3", "2", "1"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_during_a_30s_backoff_exits_130_within_200ms() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/c",
+        vec![
+            Step::with_retry_after(503, Duration::from_secs(30)),
+            Step::Normal,
+        ],
+    ))
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(["get", &lab.url("/items/c"), "--timeout", "60s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the first attempt was answered (the client is in its sleep).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lab.log().count_status(503) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(130));
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    assert_eq!(lab.log().len(), 1);
+}
