@@ -1,12 +1,13 @@
 //! [`UreqTransport`]: the ready transport on ureq 3, one worker thread per
-//! attempt in flight.
+//! attempt in flight (threads are reused from attempt to attempt).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use polite_client::Transport;
@@ -19,10 +20,14 @@ type Outcome = Result<http::Response<Bytes>, TransportErrorKind>;
 
 /// Sends attempts with a `ureq::Agent`, each on a worker thread of its own.
 ///
-/// ureq blocks, so each attempt runs on a short-lived worker thread that
-/// completes the attempt's future (a one-shot slot and a waker) when it is
-/// done. That is what lets a cancel return at once while a request is in
-/// flight, and lets a batch have up to `concurrency` attempts in flight.
+/// ureq blocks, so each attempt runs on a worker thread that completes the
+/// attempt's future (a one-shot slot and a waker) when it is done. That is
+/// what lets a cancel return at once while a request is in flight, and lets
+/// a batch have up to `concurrency` attempts in flight. Worker threads are
+/// reused: a worker that has delivered its answer waits up to
+/// [`WORKER_IDLE`](Self::WORKER_IDLE) for the next attempt of this transport
+/// (or a clone of it) before it exits, so a run of calls does not pay for a
+/// new thread per attempt.
 ///
 /// * **Timeouts.** Each attempt runs with ureq's end-to-end
 ///   `timeout_global` set to `abort_at - now` (DNS, connect, request, headers
@@ -44,25 +49,27 @@ type Outcome = Result<http::Response<Bytes>, TransportErrorKind>;
 ///
 /// ## Threads, and what a cancel does to a request in flight
 ///
-/// Workers alive at once are at most the attempts the machines keep in
-/// flight (1 for `send` and `wait`, `concurrency` for `batch`: never one per
-/// item) plus attempts abandoned by a cancel, each only until its own
-/// `abort_at`. ureq cannot abort a read from another thread, so when a call
-/// is cancelled (or ends) with an attempt in flight:
+/// Workers running an attempt at once are at most the attempts the machines
+/// keep in flight (1 for `send` and `wait`, `concurrency` for `batch`: never
+/// one per item) plus attempts abandoned by a cancel, each only until its own
+/// `abort_at`; besides them, idle workers wait for reuse, each for at most
+/// [`WORKER_IDLE`](Self::WORKER_IDLE) after its last attempt. ureq cannot
+/// abort a read from another thread, so when a call is cancelled (or ends)
+/// with an attempt in flight:
 ///
 /// 1. the call returns at once (`Cancelled`); the attempt's result will be
 ///    thrown away;
 /// 2. the worker thread and its socket live on until the attempt ends by
 ///    itself, at the latest when its timeout fires at `abort_at` (the call's
 ///    deadline plus the cushion); then the connection is closed and the
-///    thread exits;
+///    thread goes idle (and exits when it is not reused);
 /// 3. the request may well have reached the server, and the server may act
 ///    on it: a cancel never promises otherwise.
 ///
 /// [`live_workers`](Self::live_workers) counts the workers still running
 /// an attempt (for tests and diagnostics; clones of a transport share the
 /// count). A worker stops counting once it has delivered its result; its
-/// thread then only wakes the caller and returns.
+/// thread then only wakes the caller and goes idle.
 ///
 /// ```
 /// let t = polite_blocking::UreqTransport::default().max_body(1 << 20);
@@ -74,6 +81,7 @@ pub struct UreqTransport {
     agent: ureq::Agent,
     max_body: usize,
     live: Arc<AtomicUsize>,
+    pool: Arc<Pool>,
 }
 
 impl Default for UreqTransport {
@@ -85,6 +93,10 @@ impl Default for UreqTransport {
 impl UreqTransport {
     /// Default body limit: 16 MiB.
     pub const DEFAULT_MAX_BODY: usize = 16 << 20;
+
+    /// How long an idle worker thread waits for the next attempt before it
+    /// exits: 5 s.
+    pub const WORKER_IDLE: Duration = Duration::from_secs(5);
 
     /// Wraps a `ureq::Agent` (configure TLS, proxies, the connection pool
     /// there). The agent's status-as-error setting is overridden per request
@@ -101,6 +113,7 @@ impl UreqTransport {
             agent,
             max_body: Self::DEFAULT_MAX_BODY,
             live: Arc::default(),
+            pool: Arc::default(),
         }
     }
 
@@ -252,28 +265,94 @@ impl Transport for UreqTransport {
         let agent = self.agent.clone();
         let max_body = self.max_body;
         let live = Live::new(&self.live);
-        let spawned = std::thread::Builder::new()
-            .name("polite-ureq".into())
-            .spawn(move || {
-                let result = attempt(&agent, request, abort_at, max_body);
-                let waker = {
-                    let mut slot = lock(&slot);
-                    slot.result = Some(result);
-                    slot.waker.take()
-                };
-                // Uncounted before the caller can start the next attempt, so
-                // the count never shows the next worker and this one together;
-                // the thread only returns from here.
-                drop(live);
-                if let Some(w) = waker {
-                    w.wake();
-                }
-            });
-        if spawned.is_err() {
-            // No thread to run it on (the closure, and its `Live`, are gone).
+        let job: Job = Box::new(move || {
+            let result = attempt(&agent, request, abort_at, max_body);
+            let waker = {
+                let mut slot = lock(&slot);
+                slot.result = Some(result);
+                slot.waker.take()
+            };
+            // Uncounted before the caller can start the next attempt, so
+            // the count never shows the next attempt and this one together.
+            drop(live);
+            if let Some(w) = waker {
+                w.wake();
+            }
+        });
+        if Pool::run(&self.pool, job).is_err() {
+            // No thread to run it on (the job, and its `Live`, are gone).
             lock(&sending.slot).result = Some(Err(TransportErrorKind::Other));
         }
         sending
+    }
+}
+
+/// One attempt, packaged for a worker thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Idle worker threads, shared by the clones of a transport: each waits
+/// [`UreqTransport::WORKER_IDLE`] for a job on its channel, then leaves.
+#[derive(Debug, Default)]
+struct Pool {
+    /// Idle workers (an id, and the sender of the worker's job channel).
+    idle: Mutex<Vec<(u64, mpsc::Sender<Job>)>>,
+    next_id: AtomicU64,
+}
+
+impl Pool {
+    fn idle(&self) -> MutexGuard<'_, Vec<(u64, mpsc::Sender<Job>)>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `job` on an idle worker, or on a new one. `Err` only when no
+    /// thread could be started (the job is then dropped).
+    fn run(pool: &Arc<Pool>, mut job: Job) -> std::io::Result<()> {
+        loop {
+            let Some((_, tx)) = pool.idle().pop() else {
+                break;
+            };
+            // A worker taken off the list always receives (see `work`); the
+            // error case is a worker that died (a panicking attempt).
+            match tx.send(job) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::SendError(back)) => job = back,
+            }
+        }
+        let pool = Arc::clone(pool);
+        std::thread::Builder::new()
+            .name("polite-ureq".into())
+            .spawn(move || pool.work(job))
+            .map(drop)
+    }
+
+    /// A worker's life: run a job, go idle, take the next or leave.
+    fn work(&self, first: Job) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel::<Job>();
+        let mut job = first;
+        loop {
+            job();
+            self.idle().push((id, tx.clone()));
+            job = match rx.recv_timeout(UreqTransport::WORKER_IDLE) {
+                Ok(next) => next,
+                Err(_) => {
+                    let mut idle = self.idle();
+                    if let Some(at) = idle.iter().position(|(w, _)| *w == id) {
+                        // Still listed: nobody will send; leave.
+                        idle.swap_remove(at);
+                        return;
+                    }
+                    drop(idle);
+                    // Taken off the list just now: its job is on the way
+                    // (the sender sends right after taking; this worker
+                    // holds a sender, so `recv` cannot fail).
+                    match rx.recv() {
+                        Ok(next) => next,
+                        Err(_) => return,
+                    }
+                }
+            };
+        }
     }
 }
 
@@ -369,6 +448,53 @@ fn io_kind(e: &std::io::Error) -> TransportErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_are_reused_one_after_another_and_added_when_busy() {
+        let pool = Arc::new(Pool::default());
+        let run = |pool: &Arc<Pool>| {
+            let (tx, rx) = mpsc::channel();
+            Pool::run(
+                pool,
+                Box::new(move || tx.send(std::thread::current().id()).unwrap()),
+            )
+            .unwrap();
+            rx.recv_timeout(Duration::from_secs(5)).unwrap()
+        };
+        let first = run(&pool);
+        // Let the worker list itself as idle.
+        let listed = Instant::now();
+        while pool.idle().is_empty() && listed.elapsed() < Duration::from_secs(5) {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            run(&pool),
+            first,
+            "a sequential attempt reuses the idle worker"
+        );
+
+        // Two jobs at once: the second gets a worker of its own.
+        let (gate_tx, gate_rx) = mpsc::channel::<()>();
+        let (id_tx, id_rx) = mpsc::channel();
+        let id_tx2 = id_tx.clone();
+        Pool::run(
+            &pool,
+            Box::new(move || {
+                id_tx.send(std::thread::current().id()).unwrap();
+                let _ = gate_rx.recv_timeout(Duration::from_secs(5));
+            }),
+        )
+        .unwrap();
+        Pool::run(
+            &pool,
+            Box::new(move || id_tx2.send(std::thread::current().id()).unwrap()),
+        )
+        .unwrap();
+        let a = id_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let b = id_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_ne!(a, b);
+        drop(gate_tx);
+    }
 
     #[test]
     fn io_errors_map_to_kinds() {

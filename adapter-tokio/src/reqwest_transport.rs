@@ -90,6 +90,7 @@ async fn attempt(
     *out.status_mut() = response.status();
     *out.version_mut() = response.version();
     *out.headers_mut() = std::mem::take(response.headers_mut());
+    detach_values(out.headers_mut());
     let mut body = BytesMut::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| kind(&e))? {
         if body.len() + chunk.len() > max_body {
@@ -99,6 +100,36 @@ async fn attempt(
     }
     *out.body_mut() = body.freeze();
     Ok(out)
+}
+
+/// Copies the header values into one small buffer of their own.
+///
+/// hyper hands header values over as slices of the connection's read buffer
+/// (8 KiB or more). An answer that is kept (the drive loop keeps each
+/// item's last answer, to hand it back at the end) would keep that whole
+/// buffer alive, and the connection would allocate a fresh one for its next
+/// read: about 8 KiB per waiting call during every long poll. One copy of
+/// the values (typically ~100 bytes) lets the connection reuse its buffer.
+fn detach_values(headers: &mut http::HeaderMap) {
+    let total: usize = headers.values_mut().map(|v| v.len()).sum();
+    if total == 0 {
+        return;
+    }
+    let mut buf = BytesMut::with_capacity(total);
+    for v in headers.values_mut() {
+        buf.extend_from_slice(v.as_bytes());
+    }
+    let buf = buf.freeze();
+    let mut at = 0;
+    for v in headers.values_mut() {
+        let end = at + v.len();
+        // The bytes were a valid value a moment ago: this cannot fail.
+        if let Ok(mut copy) = http::HeaderValue::from_maybe_shared(buf.slice(at..end)) {
+            copy.set_sensitive(v.is_sensitive());
+            *v = copy;
+        }
+        at = end;
+    }
 }
 
 impl Transport for ReqwestTransport {
@@ -114,5 +145,39 @@ impl Transport for ReqwestTransport {
                 Err(_) => Err(TransportErrorKind::Aborted),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detached_values_keep_their_bytes_but_not_the_read_buffer() {
+        // Values as hyper makes them: slices of one big read buffer.
+        let read = Bytes::from(b"Sat, 29 Nov 2025 17:00:00 GMT|3|secret".repeat(200));
+        let range = read.as_ptr() as usize..read.as_ptr() as usize + read.len();
+        let mut h = http::HeaderMap::new();
+        let value = |a: usize, b: usize| http::HeaderValue::from_maybe_shared(read.slice(a..b));
+        h.insert("date", value(0, 29).unwrap());
+        h.append("retry-after", value(30, 31).unwrap());
+        h.append("retry-after", value(30, 31).unwrap());
+        let mut secret = value(32, 38).unwrap();
+        secret.set_sensitive(true);
+        h.insert("authorization", secret);
+
+        detach_values(&mut h);
+
+        assert_eq!(h["date"], "Sat, 29 Nov 2025 17:00:00 GMT");
+        assert_eq!(h.get_all("retry-after").iter().count(), 2);
+        assert_eq!(h["retry-after"], "3");
+        assert_eq!(h["authorization"], "secret");
+        assert!(h["authorization"].is_sensitive());
+        for v in h.values() {
+            assert!(!range.contains(&(v.as_bytes().as_ptr() as usize)));
+        }
+        let mut empty = http::HeaderMap::new();
+        detach_values(&mut empty);
+        assert!(empty.is_empty());
     }
 }

@@ -158,3 +158,54 @@ async fn a_429_on_one_wait_holds_off_the_other_wait_of_the_same_client() {
         "the second wait did not honour the shared cool-down: {held:?}"
     );
 }
+
+/// Issue "server-informed pacing", end to end: a server with a quota of 10
+/// per second that says so only in `RateLimit` / `RateLimit-Policy` headers.
+/// A client with no configured throttle learns it from the first answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_learns_the_quota_from_ratelimit_headers() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .quota(Quota::fixed(10, Duration::from_secs(1)))
+            .ratelimit_headers(true),
+    )
+    .unwrap();
+    let c = client(Config {
+        timeout: Duration::from_secs(30),
+        concurrency: 8,
+        ..Config::default()
+    });
+    let requests = (0..40)
+        .map(|i| get(lab.url(&format!("/items/{i}"))))
+        .collect();
+    let results = c.batch(requests).await.unwrap();
+    assert!(results.iter().all(Result::is_ok));
+    let log = lab.log();
+    eprintln!(
+        "learning client: {} x 429 over {} requests",
+        log.count_429(),
+        log.len()
+    );
+    assert!(log.count_429() <= 1, "{}", log.render());
+
+    // The same batch with learning off trips the quota.
+    let lab = Lab::start(
+        LabConfig::default()
+            .quota(Quota::fixed(10, Duration::from_secs(1)))
+            .ratelimit_headers(true),
+    )
+    .unwrap();
+    let c = client(Config {
+        timeout: Duration::from_secs(30),
+        concurrency: 8,
+        learn_quota: None,
+        rate_limit_headers: polite_core::ratelimit::RateLimitHeaders::OFF,
+        ..Config::default()
+    });
+    let requests = (0..40)
+        .map(|i| get(lab.url(&format!("/items/{i}"))))
+        .collect();
+    let _ = c.batch(requests).await.unwrap();
+    eprintln!("blind client: {} x 429", lab.log().count_429());
+    assert!(lab.log().count_429() > 1);
+}

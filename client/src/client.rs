@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use polite_core::AttemptRecord;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
+use polite_core::ratelimit::RateLimitHeaders;
 use polite_core::{
     BatchMachine, BatchPolicy, Method, Notice, Outcome, Paced, PollMachine, PollPolicy,
     RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
@@ -54,6 +55,14 @@ pub struct Config {
     /// How often a batch restarts an item that ended `RateLimited` (inside
     /// the same deadline, after the server's time). Default 2.
     pub max_restarts: u32,
+    /// Which rate-limit headers inform the pace (default: the IETF
+    /// `RateLimit` / `RateLimit-Policy` fields; `X-RateLimit-*` opt-in).
+    pub rate_limit_headers: RateLimitHeaders,
+    /// With no `throttle` configured: learn one from the server's
+    /// `RateLimit-Policy`, up to this many sends per window (the throttle's
+    /// log is allocated once at this size). `None`: never learn. Default
+    /// `Some(1000)`.
+    pub learn_quota: Option<u32>,
 }
 
 impl Default for Config {
@@ -66,6 +75,8 @@ impl Default for Config {
             throttle: None,
             concurrency: 4,
             max_restarts: 2,
+            rate_limit_headers: RateLimitHeaders::default(),
+            learn_quota: Some(1000),
         }
     }
 }
@@ -129,9 +140,10 @@ where
             ));
         }
         config.batch_policy().validate()?;
-        let throttle = match config.throttle {
-            Some((limit, window)) => Some(RateThrottle::new(limit, window)?),
-            None => None,
+        let throttle = match (config.throttle, config.learn_quota) {
+            (Some((limit, window)), _) => Some(RateThrottle::new(limit, window)?),
+            (None, Some(max)) => Some(RateThrottle::learning(max)?),
+            (None, None) => None,
         };
         let entropy = RandomState::new().build_hasher().finish();
         Ok(Client {
@@ -209,7 +221,8 @@ where
             self.config.timeout,
         )?;
         let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
-            .retry_after_limits(self.config.retry.retry_after);
+            .retry_after_limits(self.config.retry.retry_after)
+            .rate_limit_headers(self.config.rate_limit_headers);
         let requests = std::slice::from_ref(&request);
         let mut io = HttpIo::new(
             &self.transport,
@@ -267,7 +280,8 @@ where
             self.config.timeout,
         )?;
         let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
-            .retry_after_limits(self.config.retry.retry_after);
+            .retry_after_limits(self.config.retry.retry_after)
+            .rate_limit_headers(self.config.rate_limit_headers);
         let requests = std::slice::from_ref(&request);
         let mut io = HttpIo::new(
             &self.transport,
@@ -324,7 +338,8 @@ where
             Arc::clone(&self.pace),
             now,
             self.config.timeout,
-        )?;
+        )?
+        .rate_limit_headers(self.config.rate_limit_headers);
         let mut io = HttpIo::new(
             &self.transport,
             clock,

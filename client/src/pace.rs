@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use polite_core::ratelimit::RateLimitInfo;
 use polite_core::{Pace, RateThrottle};
 
 /// A client's shared pace: an optional [`RateThrottle`] plus a cool-down
@@ -59,6 +60,22 @@ impl Pace for ClientPace {
     fn cool_down(&mut self, until: Instant) {
         if self.cooling_until.is_none_or(|u| u < until) {
             self.cooling_until = Some(until);
+        }
+    }
+
+    /// Server-informed pacing: a learning throttle sizes itself from a
+    /// `RateLimit-Policy`; a `RateLimit: r=0;t=N` pauses every call (through
+    /// the throttle, or the client's own cool-down when there is none).
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        match &mut self.throttle {
+            Some(t) => t.observe(now, info),
+            None => {
+                if let Some(pause) = info.pause
+                    && let Some(until) = now.checked_add(pause)
+                {
+                    self.cool_down(until);
+                }
+            }
         }
     }
 }

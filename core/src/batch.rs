@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
+use crate::budget::{NoBudget, RetryBudget};
 use crate::event::{Action, Event, SendPlan};
 use crate::machine::Machine;
-use crate::outcome::{Outcome, RetryClass};
-use crate::pace::{Pace, cool_down_after};
+use crate::outcome::{Outcome, Reply, RetryClass};
+use crate::pace::{Pace, cool_down_after, observe_rate_limit};
 use crate::policy::{PolicyError, RetryPolicy};
+use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
 use crate::retry::{RetryState, deadline_after, later};
@@ -136,6 +138,19 @@ struct Item {
 /// `min..=max`), so the other items — and every other machine sharing the
 /// pace — wait too.
 ///
+/// **Server-informed pacing**: every answer's rate-limit headers
+/// (`RateLimit`, `RateLimit-Policy`; `X-RateLimit-*` when enabled with
+/// [`rate_limit_headers`](Self::rate_limit_headers)) go to
+/// [`Pace::observe`]. With a [`RateThrottle::learning`](crate::RateThrottle::learning)
+/// pace, a batch that was never told the quota paces itself by the one the
+/// server advertises from its first answers on.
+///
+/// **Shared retry budget** (optional, [`with_budget`](Self::with_budget)):
+/// every retry of every item — and every batch restart, at the
+/// rate-limited cost — first withdraws from the budget; a refused retry
+/// ends the item `RetryBudgetExhausted`, a refused restart leaves it
+/// `RateLimited`.
+///
 /// **Invariants** (property-tested with `testing::BatchChecker`, feature
 /// `testing`): at most `concurrency`
 /// sends in flight; no sleep past the deadline and no send at or after it;
@@ -171,10 +186,12 @@ struct Item {
 /// assert_eq!(batch.poll_action(), Action::SleepUntil(t0 + Duration::from_millis(1050)));
 /// ```
 #[derive(Debug)]
-pub struct BatchMachine<R, P> {
+pub struct BatchMachine<R, P, B = NoBudget> {
     policy: BatchPolicy,
     rng: R,
     pace: P,
+    budget: B,
+    rate_limit: RateLimitHeaders,
     items: Vec<Item>,
     outcomes: Vec<Option<Outcome>>,
     /// Started items ready to send (after a backoff or a restart).
@@ -275,6 +292,8 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             policy,
             rng,
             pace,
+            budget: NoBudget,
+            rate_limit: RateLimitHeaders::default(),
             outcomes: vec![None; items.len()],
             ready: VecDeque::with_capacity(items.len()),
             items,
@@ -289,6 +308,91 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             stopped: None,
             record: None,
         })
+    }
+}
+
+impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
+    /// The same batch drawing every retry (and every restart) from a shared
+    /// retry budget (see [`RetryBudget`]). Call it before the first answer.
+    ///
+    /// ```
+    /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    ///                   RequestInfo, Response, RetryBucket, RetryCosts, Unpaced};
+    /// use polite_core::testing::{SplitMix64, origin};
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// let t0 = origin();
+    /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// // Room for one retry after a server error (cost 14).
+    /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
+    ///                                   Duration::from_secs(30)).unwrap()
+    ///     .with_budget(RetryBucket::new(20, RetryCosts::default()));
+    /// let Action::Send(a) = batch.poll_action() else { unreachable!() };
+    /// let Action::Send(b) = batch.poll_action() else { unreachable!() };
+    /// batch.handle(t0, Event::Response(Response::new(a.id, 503, UNIX_EPOCH)));
+    /// batch.handle(t0, Event::Response(Response::new(b.id, 503, UNIX_EPOCH)));
+    /// assert!(batch.outcomes()[0].is_none()); // item 0 retries
+    /// assert!(matches!(batch.outcomes()[1], Some(Outcome::RetryBudgetExhausted { .. })));
+    /// assert_eq!(batch.budget().tokens(), 6);
+    /// ```
+    #[must_use]
+    pub fn with_budget<B2: RetryBudget>(self, budget: B2) -> BatchMachine<R, P, B2> {
+        BatchMachine {
+            policy: self.policy,
+            rng: self.rng,
+            pace: self.pace,
+            budget,
+            rate_limit: self.rate_limit,
+            items: self.items,
+            outcomes: self.outcomes,
+            ready: self.ready,
+            fresh: self.fresh,
+            in_flight: self.in_flight,
+            ended: self.ended,
+            deadline: self.deadline,
+            now: self.now,
+            next_wake: self.next_wake,
+            refused_until: self.refused_until,
+            cancelled: self.cancelled,
+            stopped: self.stopped,
+            record: self.record,
+        }
+    }
+
+    /// Which rate-limit headers of the answers are read and handed to the
+    /// pace (default [`RateLimitHeaders::default`]: `RateLimit` and
+    /// `RateLimit-Policy`; `X-RateLimit-*` on request).
+    ///
+    /// ```
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, RateThrottle, RequestId, RequestInfo};
+    /// use polite_core::ratelimit::RateLimitHeaders;
+    /// use polite_core::testing::{SplitMix64, origin};
+    /// use std::time::Duration;
+    /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let _batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1),
+    ///                                RateThrottle::learning(1000).unwrap(), origin(), Duration::from_secs(60))
+    ///     .unwrap()
+    ///     .rate_limit_headers(RateLimitHeaders::default().with_x_ratelimit());
+    /// ```
+    #[must_use]
+    pub fn rate_limit_headers(mut self, headers: RateLimitHeaders) -> Self {
+        self.rate_limit = headers;
+        self
+    }
+
+    /// The retry budget.
+    ///
+    /// ```
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, NoBudget, RequestId, RequestInfo, Unpaced};
+    /// use polite_core::testing::{SplitMix64, origin};
+    /// use std::time::Duration;
+    /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced,
+    ///                               origin(), Duration::from_secs(60)).unwrap();
+    /// assert_eq!(*batch.budget(), NoBudget);
+    /// ```
+    #[must_use]
+    pub fn budget(&self) -> &B {
+        &self.budget
     }
 
     fn len32(&self) -> u32 {
@@ -324,8 +428,12 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             Event::Tick if now < self.deadline => self.wake_due(),
             Event::Tick => {}
             Event::Response(r) => {
-                let rl = self.policy.retry.class_of(r.status) == Some(RetryClass::RateLimited);
+                let rl = self.policy.retry.class_of_response(&r) == Some(RetryClass::RateLimited);
                 cool_down_after(&mut self.pace, &self.policy.retry.retry_after, now, rl, &r);
+                if observe_rate_limit(&mut self.pace, &self.rate_limit, now, &r) {
+                    // A resized pace may grant earlier than it said: ask again.
+                    self.refused_until = None;
+                }
                 self.answer(r.id.item, event);
             }
             Event::TransportError(id, _) => self.answer(id.item, event),
@@ -343,8 +451,13 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
         }
         let item = &mut self.items[i];
         let was_in_flight = item.state.in_flight();
-        item.state
-            .handle(&self.policy.retry, &mut self.rng, self.now, event);
+        item.state.handle(
+            &self.policy.retry,
+            &mut self.rng,
+            &mut self.budget,
+            self.now,
+            event,
+        );
         let record = item.state.take_record();
         if was_in_flight && !item.state.in_flight() {
             self.in_flight -= 1;
@@ -354,10 +467,11 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
         }
         if let Some(o) = self.items[i].state.outcome() {
             self.item_ended(k, o);
-        } else if let Some(next) = record.and_then(|r| r.next) {
-            // Backing off until `send_at` (before the deadline, by `judge`).
-            self.items[i].wait = Wait::Retry(next.send_at);
-            self.wake_at(next.send_at);
+        } else if let Some(at) = self.items[i].state.wake_at() {
+            // Backing off until `at` (before the deadline, by `judge`), or
+            // waiting out a budget refusal before ending.
+            self.items[i].wait = Wait::Retry(at);
+            self.wake_at(at);
         }
     }
 
@@ -377,7 +491,12 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             if let Some(at) = at
                 && at < self.deadline
                 && at.saturating_duration_since(self.now) <= self.policy.retry.retry_after.max
+                && let Some(cost) = self
+                    .budget
+                    .withdraw(RetryClass::RateLimited, Reply::Status(429))
             {
+                // A restart is a retry of the same logical request.
+                self.items[i].state.spent.note_cost(cost);
                 self.items[i].restarts += 1;
                 self.items[i].wait = Wait::Restart { at, ended: o };
                 self.wake_at(at);
@@ -410,8 +529,13 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
                 Wait::Retry(at) if at <= now => {
                     let item = &mut self.items[i];
                     item.wait = Wait::Nothing;
-                    item.state
-                        .handle(&self.policy.retry, &mut self.rng, now, Event::Tick);
+                    item.state.handle(
+                        &self.policy.retry,
+                        &mut self.rng,
+                        &mut self.budget,
+                        now,
+                        Event::Tick,
+                    );
                     if item.state.wants_send() {
                         self.ready.push_back(k);
                     } else if let Some(o) = item.state.outcome() {
@@ -446,6 +570,7 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
                 self.items[i].state.handle(
                     &self.policy.retry,
                     &mut self.rng,
+                    &mut self.budget,
                     self.now,
                     Event::Cancel,
                 );
@@ -814,7 +939,7 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     }
 }
 
-impl<R: Rng, P: Pace> Machine for BatchMachine<R, P> {
+impl<R: Rng, P: Pace, B: RetryBudget> Machine for BatchMachine<R, P, B> {
     #[inline]
     fn handle(&mut self, now: Instant, event: Event<'_>) {
         BatchMachine::handle(self, now, event);

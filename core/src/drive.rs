@@ -21,7 +21,7 @@ use std::time::{Instant, SystemTime};
 
 use crate::event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
 use crate::machine::Machine;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, RetryClass};
 use crate::poll::Notice;
 use crate::record::AttemptRecord;
 
@@ -43,13 +43,34 @@ pub trait Answer {
     fn header(&self, name: &str) -> Option<&[u8]>;
 }
 
-/// Reads a job report out of an answer, for `PollMachine` (the machines
-/// never parse bodies). [`NoJobs`] reads none, for the other machines.
+/// Reads what the machines cannot see in the status and headers out of an
+/// answer (the machines never parse bodies): a job report for
+/// `PollMachine`, and optionally a retry class. [`NoJobs`] reads nothing.
 pub trait Classify<A> {
     /// What the answer says about the job, if anything. The report may
     /// borrow from the answer or from the classifier (e.g. a buffer holding
     /// the state parsed out of a JSON body).
     fn job<'a>(&'a mut self, answer: &'a A) -> Option<JobReport<'a>>;
+
+    /// The retry class of the answer when its status alone does not tell
+    /// (goes to [`Response::retry_class`]), e.g. an AWS error code saying
+    /// `Throttling` on a 400 ([`aws::ErrorTypeHeader`](crate::aws::ErrorTypeHeader)).
+    /// `None` by default: the policy's status sets decide.
+    ///
+    /// ```
+    /// use polite_core::RetryClass;
+    /// use polite_core::drive::{Answer, Classify, NoJobs};
+    /// struct Plain;
+    /// impl Answer for Plain {
+    ///     fn status(&self) -> u16 { 400 }
+    ///     fn header(&self, _: &str) -> Option<&[u8]> { None }
+    /// }
+    /// assert_eq!(NoJobs.retry_class(&Plain), None);
+    /// ```
+    fn retry_class(&mut self, answer: &A) -> Option<RetryClass> {
+        let _ = answer;
+        None
+    }
 }
 
 /// A classifier that never reports a job (for `RetryMachine` and batches).
@@ -265,9 +286,13 @@ where
                 match result {
                     Ok(answer) => {
                         let mut r = Response::new(id, answer.status(), io.wall_clock());
-                        r.retry_after = answer.header("retry-after");
-                        r.date = answer.header("date");
+                        for name in Response::HEADERS {
+                            if let Some(value) = answer.header(name) {
+                                r = r.header(name, value);
+                            }
+                        }
                         r.generation = io.generation();
+                        r.retry_class = classify.retry_class(&answer);
                         r.job = classify.job(&answer);
                         machine.handle(now, Event::Response(r));
                         let slot = id.item as usize;

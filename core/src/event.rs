@@ -2,7 +2,8 @@
 
 use std::time::{Instant, SystemTime};
 
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, RetryClass};
+use crate::ratelimit::RateLimitFields;
 use crate::request::RequestId;
 
 /// Names one send: which item of a batch (0 outside batches) and which
@@ -90,13 +91,19 @@ pub enum JobReport<'a> {
 /// UTF-8); nothing is kept after [`handle`](crate::RetryMachine::handle)
 /// returns.
 ///
+/// The headers read are listed in [`Response::HEADERS`]; [`header`](Self::header)
+/// files a header by name into its field (the drive loop and the test
+/// simulator use it, so the mapping lives here once).
+///
 /// ```
 /// use polite_core::{Response, SendId};
 /// use std::time::UNIX_EPOCH;
 /// let r = Response::new(SendId::default(), 429, UNIX_EPOCH)
 ///     .retry_after(b"2")
-///     .date(b"Sun, 06 Nov 1994 08:49:37 GMT");
+///     .date(b"Sun, 06 Nov 1994 08:49:37 GMT")
+///     .header("RateLimit", br#""default";r=0;t=2"#);
 /// assert_eq!(r.status, 429);
+/// assert!(!r.rate_limit.is_empty());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Response<'a> {
@@ -115,6 +122,21 @@ pub struct Response<'a> {
     pub generation: Option<u64>,
     /// For job polls: what the answer says about the job.
     pub job: Option<JobReport<'a>>,
+    /// The raw rate-limit headers (`RateLimit`, `RateLimit-Policy`,
+    /// `X-RateLimit-*`), read by pacing ([`Paced`](crate::Paced),
+    /// [`BatchMachine`](crate::BatchMachine)) through
+    /// [`RateLimitInfo`](crate::ratelimit::RateLimitInfo).
+    pub rate_limit: RateLimitFields<'a>,
+    /// The raw `x-amz-retry-after` value: a delay in milliseconds (AWS).
+    /// Honoured only when the policy sets
+    /// [`RetryPolicy::retry_after_ms`](crate::RetryPolicy::retry_after_ms).
+    pub retry_after_ms: Option<&'a [u8]>,
+    /// The caller's classification of this answer, when the status alone
+    /// does not tell (e.g. an AWS `400` whose error code is `Throttling`,
+    /// see [`aws::error_class`](crate::aws::error_class)). For statuses
+    /// 400..=599 it replaces the policy's status sets; successes and
+    /// statuses outside 100..=599 ignore it. The machines never parse bodies.
+    pub retry_class: Option<RetryClass>,
 }
 
 impl<'a> Response<'a> {
@@ -129,7 +151,145 @@ impl<'a> Response<'a> {
             wall_clock,
             generation: None,
             job: None,
+            rate_limit: RateLimitFields::EMPTY,
+            retry_after_ms: None,
+            retry_class: None,
         }
+    }
+
+    /// The header names the machines read (lower case; matching is
+    /// case-insensitive). An adapter looks each up and files it with
+    /// [`header`](Self::header).
+    ///
+    /// ```
+    /// use polite_core::Response;
+    /// assert!(Response::HEADERS.contains(&"ratelimit-policy"));
+    /// ```
+    pub const HEADERS: [&'static str; 8] = [
+        "retry-after",
+        "date",
+        "ratelimit",
+        "ratelimit-policy",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "x-amz-retry-after",
+    ];
+
+    /// Files the raw `value` of header `name` (case-insensitive) into its
+    /// field: `Retry-After`, `Date`, `RateLimit`, `RateLimit-Policy`,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`,
+    /// `x-amz-retry-after`. Other names are ignored.
+    ///
+    /// ```
+    /// use polite_core::{Response, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// let r = Response::new(SendId::default(), 503, UNIX_EPOCH)
+    ///     .header("Retry-After", b"3")
+    ///     .header("X-RateLimit-Remaining", b"0")
+    ///     .header("x-amz-retry-after", b"1500")
+    ///     .header("Content-Type", b"text/plain"); // not read: ignored
+    /// assert_eq!(r.retry_after, Some(&b"3"[..]));
+    /// assert_eq!(r.rate_limit.x_ratelimit_remaining, Some(&b"0"[..]));
+    /// assert_eq!(r.retry_after_ms, Some(&b"1500"[..]));
+    /// ```
+    #[must_use]
+    pub fn header(mut self, name: &str, value: &'a [u8]) -> Self {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        let v = Some(value);
+        if is("retry-after") {
+            self.retry_after = v;
+        } else if is("date") {
+            self.date = v;
+        } else if is("ratelimit") {
+            self.rate_limit.ratelimit = v;
+        } else if is("ratelimit-policy") {
+            self.rate_limit.ratelimit_policy = v;
+        } else if is("x-ratelimit-limit") {
+            self.rate_limit.x_ratelimit_limit = v;
+        } else if is("x-ratelimit-remaining") {
+            self.rate_limit.x_ratelimit_remaining = v;
+        } else if is("x-ratelimit-reset") {
+            self.rate_limit.x_ratelimit_reset = v;
+        } else if is("x-amz-retry-after") {
+            self.retry_after_ms = v;
+        }
+        self
+    }
+
+    /// Sets all the raw rate-limit headers at once.
+    ///
+    /// ```
+    /// use polite_core::{Response, SendId};
+    /// use polite_core::ratelimit::RateLimitFields;
+    /// use std::time::UNIX_EPOCH;
+    /// let f = RateLimitFields::EMPTY.ratelimit(br#""default";r=9;t=50"#);
+    /// let r = Response::new(SendId::default(), 200, UNIX_EPOCH).rate_limit(f);
+    /// assert_eq!(r.rate_limit, f);
+    /// ```
+    #[must_use]
+    pub const fn rate_limit(mut self, fields: RateLimitFields<'a>) -> Self {
+        self.rate_limit = fields;
+        self
+    }
+
+    /// Sets the raw `RateLimit` value.
+    ///
+    /// ```
+    /// use polite_core::{Response, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// let r = Response::new(SendId::default(), 200, UNIX_EPOCH).ratelimit(br#""default";r=0;t=5"#);
+    /// assert!(r.rate_limit.ratelimit.is_some());
+    /// ```
+    #[must_use]
+    pub const fn ratelimit(mut self, value: &'a [u8]) -> Self {
+        self.rate_limit.ratelimit = Some(value);
+        self
+    }
+
+    /// Sets the raw `RateLimit-Policy` value.
+    ///
+    /// ```
+    /// use polite_core::{Response, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// let r = Response::new(SendId::default(), 200, UNIX_EPOCH)
+    ///     .ratelimit_policy(br#""default";q=100;w=10"#);
+    /// assert!(r.rate_limit.ratelimit_policy.is_some());
+    /// ```
+    #[must_use]
+    pub const fn ratelimit_policy(mut self, value: &'a [u8]) -> Self {
+        self.rate_limit.ratelimit_policy = Some(value);
+        self
+    }
+
+    /// Sets the raw `x-amz-retry-after` value (milliseconds).
+    ///
+    /// ```
+    /// use polite_core::{Response, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// let r = Response::new(SendId::default(), 500, UNIX_EPOCH).retry_after_ms(b"1500");
+    /// assert_eq!(r.retry_after_ms, Some(&b"1500"[..]));
+    /// ```
+    #[must_use]
+    pub const fn retry_after_ms(mut self, value: &'a [u8]) -> Self {
+        self.retry_after_ms = Some(value);
+        self
+    }
+
+    /// Sets the caller's classification of this answer (see
+    /// [`Response::retry_class`](#structfield.retry_class)).
+    ///
+    /// ```
+    /// use polite_core::{Response, RetryClass, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// // An AWS 400 with error code "Throttling" is a rate-limited answer.
+    /// let r = Response::new(SendId::default(), 400, UNIX_EPOCH).retry_class(RetryClass::RateLimited);
+    /// assert_eq!(r.retry_class, Some(RetryClass::RateLimited));
+    /// ```
+    #[must_use]
+    pub const fn retry_class(mut self, class: RetryClass) -> Self {
+        self.retry_class = Some(class);
+        self
     }
 
     /// Sets the raw `Retry-After` value.

@@ -122,6 +122,24 @@
 //! outcome is in [`BatchMachine::outcomes`]. **The throttle is in-process:
 //! separate processes do not coordinate through it.**
 //!
+//! ## Server-informed pacing and a shared retry budget
+//!
+//! * **Quota headers.** [`Paced`] and [`BatchMachine`] read each answer's
+//!   IETF `RateLimit` / `RateLimit-Policy` fields (and, on request,
+//!   `X-RateLimit-*`; see [`ratelimit`]) and hand them to the pace with
+//!   [`Pace::observe`]: "no quota left for 30 s" pauses every machine
+//!   sharing the pace, and a [`RateThrottle::learning`] throttle sizes
+//!   itself to the advertised quota — a client never told the quota stops
+//!   earning 429s after the first answer that carries it.
+//! * **Retry budget.** A [`RetryBucket`] shared by many machines
+//!   ([`RetryMachine::with_budget`], [`BatchMachine::with_budget`]) caps
+//!   retry storms across logical requests: every retry withdraws tokens,
+//!   successes return them, and when it is empty nobody retries
+//!   ([`Outcome::RetryBudgetExhausted`]). Off by default ([`NoBudget`]).
+//! * **AWS profile.** [`aws`] holds policies and buckets that behave like
+//!   the AWS SDKs' standard retry mode, checked against their conformance
+//!   scenarios.
+//!
 //! ## Choices where SPEC.md is silent
 //!
 //! * Statuses `100..=399` are successes; statuses outside `100..=599` are
@@ -146,8 +164,10 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod aws;
 pub mod backoff;
 mod batch;
+mod budget;
 pub mod drive;
 mod event;
 mod machine;
@@ -155,6 +175,7 @@ mod outcome;
 mod pace;
 mod policy;
 mod poll;
+pub mod ratelimit;
 mod record;
 mod request;
 mod retry;
@@ -164,12 +185,14 @@ mod rng;
 pub mod testing;
 
 pub use batch::{BatchMachine, BatchPolicy};
+pub use budget::{NoBudget, RetryBucket, RetryBudget, RetryCosts};
 pub use event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
 pub use machine::Machine;
 pub use outcome::{Outcome, Reply, RetryClass, StateName};
 pub use pace::{Pace, Paced, RateThrottle, Unpaced};
 pub use policy::{
-    Backoff, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy, StatusSet,
+    Backoff, BackoffExponent, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy,
+    StatusSet,
 };
 pub use poll::{Notice, PollMachine, PollMode, PollPolicy, TerminalStates};
 pub use rand_core;

@@ -76,7 +76,9 @@ impl<M: Machine + ?Sized> Machine for &mut M {
     }
 }
 
-impl<R: rand_core::Rng> Machine for crate::retry::RetryMachine<R> {
+impl<R: rand_core::Rng, B: crate::budget::RetryBudget> Machine
+    for crate::retry::RetryMachine<R, B>
+{
     #[inline]
     fn handle(&mut self, now: Instant, event: Event<'_>) {
         crate::retry::RetryMachine::handle(self, now, event);

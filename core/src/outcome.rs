@@ -132,6 +132,8 @@ impl std::fmt::Display for StateName {
 /// let o = Outcome::RetriesExhausted { class: RetryClass::ServerError, last: Reply::Status(503) };
 /// assert!(!o.is_success());
 /// assert_eq!(o.to_string(), "server error retries exhausted (last: HTTP 503)");
+/// let b = Outcome::RetryBudgetExhausted { class: RetryClass::ServerError, last: Reply::Status(503) };
+/// assert_eq!(b.to_string(), "retry budget exhausted, not retried (last: HTTP 503)");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -155,6 +157,16 @@ pub enum Outcome {
         /// The class whose budget ran out.
         class: RetryClass,
         /// The last failure.
+        last: Reply,
+    },
+    /// A shared retry budget ([`RetryBudget`](crate::RetryBudget), e.g. a
+    /// [`RetryBucket`](crate::RetryBucket)) refused the retry this failure
+    /// would have earned: too many requests sharing it are failing. Only
+    /// machines given a budget end this way.
+    RetryBudgetExhausted {
+        /// The class of the failure.
+        class: RetryClass,
+        /// The failure, handed back.
         last: Reply,
     },
     /// The 429 budget is spent, or the server asked for a longer wait than
@@ -212,6 +224,9 @@ impl std::fmt::Display for Outcome {
             Outcome::NotRetryable { status } => write!(f, "not retryable (HTTP {status})"),
             Outcome::RetriesExhausted { class, last } => {
                 write!(f, "{class} retries exhausted (last: {last})")
+            }
+            Outcome::RetryBudgetExhausted { last, .. } => {
+                write!(f, "retry budget exhausted, not retried (last: {last})")
             }
             Outcome::RateLimited { .. } => f.write_str("rate limited"),
             Outcome::NotReplayable { last } => {

@@ -12,6 +12,16 @@
 //! (through `&mut`, `Arc<Mutex<_>>` or `Rc<RefCell<_>>`) and nothing else:
 //! separate processes, or separate throttles in one process, do not
 //! coordinate, and each may use the server's whole quota.
+//!
+//! **Server-informed pacing.** Answers may say what the quota is
+//! (`RateLimit-Policy`) and how much of it is left (`RateLimit`,
+//! `X-RateLimit-*`); [`Paced`] and [`BatchMachine`](crate::BatchMachine)
+//! read those headers ([`crate::ratelimit`]) and hand them to the pace with
+//! [`Pace::observe`]. A [`RateThrottle`] pauses every machine sharing it
+//! when the server says no quota is left until some time, and a
+//! [`RateThrottle::learning`] throttle sizes itself to the advertised
+//! quota: a client that was never told the quota stops earning 429s after
+//! the first answer that carries it.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -23,6 +33,7 @@ use crate::event::{Action, Event, Response, SendPlan};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
 use crate::policy::{PolicyError, RetryAfterLimits};
+use crate::ratelimit::{Quota, RateLimitHeaders, RateLimitInfo};
 use crate::record::AttemptRecord;
 use crate::retry::deadline_after;
 use crate::retry_after;
@@ -38,6 +49,10 @@ use crate::retry_after;
 ///   asking before `t`).
 /// * `cool_down(until)`: refuse everyone until `until` (answering
 ///   `Err(until)` meanwhile); a later cool-down never shortens an earlier one.
+/// * `observe(now, info)`: what a server said about its quota (see
+///   [`RateLimitInfo`]); a pace may pause or resize itself, or ignore it
+///   (the default). A resize may make an earlier refusal's instant
+///   pessimistic: callers that cached a refusal ask again after observing.
 /// * Never panic, never block for long (the mutex implementations lock for
 ///   a few nanoseconds), never read a clock: `now` is the caller's.
 ///
@@ -91,6 +106,27 @@ pub trait Pace {
     /// assert_eq!(other.acquire(t0), Err(t0 + Duration::from_secs(3))); // all wait
     /// ```
     fn cool_down(&mut self, until: Instant);
+
+    /// What an answer at `now` said about the server's quota: a pause
+    /// (no quota left until `now + pause`) and/or a quota to size by.
+    /// Ignored by default, so every `Pace` keeps working unchanged;
+    /// [`RateThrottle`] pauses, and sizes itself when it is
+    /// [learning](RateThrottle::learning).
+    ///
+    /// ```
+    /// use polite_core::{Pace, RateThrottle};
+    /// use polite_core::ratelimit::RateLimitInfo;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::default().with_margin(Duration::ZERO);
+    /// // `RateLimit: "default";r=0;t=5`: nothing left for 5 s.
+    /// let info = RateLimitInfo { pause: Some(Duration::from_secs(5)), ..RateLimitInfo::default() };
+    /// Pace::observe(&mut t, t0, &info);
+    /// assert_eq!(t.acquire(t0), Err(t0 + Duration::from_secs(5)));
+    /// ```
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        let _ = (now, info);
+    }
 }
 
 /// No pacing: every send is granted at once, cool-downs are ignored.
@@ -126,6 +162,10 @@ impl<P: Pace + ?Sized> Pace for &mut P {
     fn cool_down(&mut self, until: Instant) {
         (**self).cool_down(until);
     }
+    #[inline]
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        (**self).observe(now, info);
+    }
 }
 
 impl<P: Pace + ?Sized> Pace for Box<P> {
@@ -136,6 +176,10 @@ impl<P: Pace + ?Sized> Pace for Box<P> {
     #[inline]
     fn cool_down(&mut self, until: Instant) {
         (**self).cool_down(until);
+    }
+    #[inline]
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        (**self).observe(now, info);
     }
 }
 
@@ -156,6 +200,12 @@ impl<P: Pace + ?Sized> Pace for Arc<Mutex<P>> {
             .unwrap_or_else(PoisonError::into_inner)
             .cool_down(until);
     }
+    #[inline]
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(now, info);
+    }
 }
 
 /// Shared between machines driven on one thread.
@@ -167,6 +217,10 @@ impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
     #[inline]
     fn cool_down(&mut self, until: Instant) {
         self.borrow_mut().cool_down(until);
+    }
+    #[inline]
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        self.borrow_mut().observe(now, info);
     }
 }
 
@@ -197,6 +251,14 @@ impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
 /// processes (or separate throttles); share one value between all the
 /// machines that talk to the same quota (see [`Pace`]).
 ///
+/// **Server-informed** ([`observe`](Self::observe), fed by [`Paced`] and
+/// [`BatchMachine`](crate::BatchMachine) from each answer's rate-limit
+/// headers): a server that says no quota is left for `t` seconds pauses the
+/// throttle until then, plus the margin, like a cool-down. A throttle made
+/// with [`learning`](Self::learning) also sizes itself to the quota the
+/// server advertises (`RateLimit-Policy`); one made with
+/// [`new`](Self::new) keeps the size it was given.
+///
 /// ```
 /// use polite_core::RateThrottle;
 /// use std::time::{Duration, Instant};
@@ -213,14 +275,21 @@ impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RateThrottle {
-    /// Grant instants, a ring of capacity `limit`; filled on first use, then
-    /// overwritten in place.
+    /// Grant instants, a ring of `cap` slots allocated at construction;
+    /// filled on first use, then overwritten in place.
     slots: Vec<Instant>,
     /// Index of the oldest grant.
     head: usize,
     /// Grants in the log.
     len: usize,
+    /// Grants allowed per window; `usize::MAX` while a learning throttle
+    /// has not learnt a quota.
     limit: usize,
+    /// The ring's size: `limit` for a throttle of fixed size, the largest
+    /// learnable limit for a learning one.
+    cap: usize,
+    /// Sizes itself from `RateLimit-Policy`.
+    learning: bool,
     window: Duration,
     margin: Duration,
     /// `window + margin`, saturated.
@@ -304,6 +373,8 @@ impl RateThrottle {
             head: 0,
             len: 0,
             limit,
+            cap: limit,
+            learning: false,
             window,
             margin: Self::DEFAULT_MARGIN,
             hold: window.saturating_add(Self::DEFAULT_MARGIN),
@@ -311,6 +382,64 @@ impl RateThrottle {
             cool_until: None,
             full: None,
         }
+    }
+
+    /// A throttle that learns its size from the server: **unlimited until
+    /// an answer advertises a quota** (`RateLimit-Policy`, see
+    /// [`crate::ratelimit`]), then `q` sends per `w`, re-sized whenever the
+    /// advertised quota changes. Pauses work as for any throttle.
+    ///
+    /// The log is allocated **once, here**, at `max_limit` slots: resizing
+    /// never allocates, and a quota above `max_limit` is capped to it (more
+    /// cautious than the server, never less). While unlimited it still
+    /// records the latest `max_limit` grants, so the sends made before the
+    /// quota was known count against it once it is.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Invalid`] naming `max_limit` (0, or over
+    /// [`MAX_LIMIT`](Self::MAX_LIMIT)).
+    ///
+    /// ```
+    /// use polite_core::{Pace, RateThrottle};
+    /// use polite_core::ratelimit::{Quota, RateLimitInfo};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::learning(1000).unwrap();
+    /// for _ in 0..8 {
+    ///     assert_eq!(t.acquire(t0), Ok(())); // unlimited so far
+    /// }
+    /// // An answer says: 10 per second.
+    /// let quota = Quota { limit: 10, window: Duration::from_secs(1) };
+    /// t.observe(t0, &RateLimitInfo { quota: Some(quota), ..RateLimitInfo::default() });
+    /// assert_eq!(t.quota(), Some(quota));
+    /// assert_eq!(t.acquire(t0), Ok(()));
+    /// assert_eq!(t.acquire(t0), Ok(())); // 10 in this second, the 8 earlier ones included
+    /// assert_eq!(t.acquire(t0), Err(t0 + Duration::from_millis(1050)));
+    /// ```
+    pub fn learning(max_limit: u32) -> Result<RateThrottle, PolicyError> {
+        if max_limit == 0 || max_limit > Self::MAX_LIMIT {
+            return Err(PolicyError::Invalid {
+                field: "max_limit",
+                reason: "must be between 1 and 1048576 (the log is allocated up front)",
+            });
+        }
+        let cap = max_limit as usize;
+        Ok(RateThrottle {
+            slots: Vec::with_capacity(cap),
+            head: 0,
+            len: 0,
+            limit: usize::MAX,
+            cap,
+            learning: true,
+            // Nothing ages out until a window is known.
+            window: Duration::MAX,
+            margin: Self::DEFAULT_MARGIN,
+            hold: Duration::MAX,
+            latest: None,
+            cool_until: None,
+            full: None,
+        })
     }
 
     /// Sets the margin added to a refusal's wait (default 50 ms; zero is
@@ -380,16 +509,25 @@ impl RateThrottle {
         if let Some(cutoff) = now.checked_sub(self.window) {
             while self.len > 0 && self.slots[self.head] <= cutoff {
                 self.head += 1;
-                if self.head == self.limit {
+                if self.head == self.cap {
                     self.head = 0;
                 }
                 self.len -= 1;
             }
         }
         if self.len < self.limit {
+            if self.len == self.cap {
+                // Only an unsized learning throttle gets here (otherwise
+                // len < limit <= cap): keep the latest `cap` grants.
+                self.head += 1;
+                if self.head == self.cap {
+                    self.head = 0;
+                }
+                self.len -= 1;
+            }
             let mut tail = self.head + self.len;
-            if tail >= self.limit {
-                tail -= self.limit;
+            if tail >= self.cap {
+                tail -= self.cap;
             }
             if tail == self.slots.len() {
                 // First pass over the ring: within the capacity reserved at
@@ -406,9 +544,15 @@ impl RateThrottle {
     }
 
     /// The log is full: cache when it frees and what to answer until then.
+    /// After a learning throttle shrank, the log may hold more than `limit`
+    /// grants: a slot frees when the `(len - limit + 1)`-th oldest ages out.
     #[cold]
     fn refuse(&mut self) -> Instant {
-        let oldest = self.slots[self.head];
+        let mut i = self.head + (self.len - self.limit);
+        if i >= self.cap {
+            i -= self.cap;
+        }
+        let oldest = self.slots[i];
         let answer = deadline_after(oldest, self.hold);
         self.full = Some((oldest.checked_add(self.window).unwrap_or(answer), answer));
         answer
@@ -448,18 +592,95 @@ impl RateThrottle {
         self.cool_until
     }
 
-    /// Sends allowed per window.
+    /// What a server said about its quota, at `now` (see [`Pace::observe`]):
+    /// a pause refuses every send until `now + pause + margin` (a
+    /// cool-down); a quota re-sizes a [learning](Self::learning) throttle
+    /// (capped to its maximum; a throttle of fixed size keeps its size).
+    /// Never allocates.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use polite_core::ratelimit::{Quota, RateLimitInfo};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let quota = Some(Quota { limit: 5, window: Duration::from_secs(1) });
+    /// let mut fixed = RateThrottle::new(50, Duration::from_secs(60)).unwrap();
+    /// fixed.observe(t0, &RateLimitInfo { quota, pause: Some(Duration::from_secs(2)), ..Default::default() });
+    /// assert_eq!(fixed.limit(), 50); // kept its size...
+    /// assert_eq!(fixed.acquire(t0), Err(t0 + Duration::from_millis(2050))); // ...but pauses
+    /// ```
+    pub fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        if let Some(pause) = info.pause {
+            self.cool_down(deadline_after(now, pause.saturating_add(self.margin)));
+        }
+        if self.learning
+            && let Some(q) = info.quota
+        {
+            self.resize(q);
+        }
+    }
+
+    /// Sizes a learning throttle to `q` (capped to its ring).
+    fn resize(&mut self, q: Quota) {
+        let limit = usize::try_from(q.limit)
+            .unwrap_or(usize::MAX)
+            .clamp(1, self.cap);
+        let window = q.window.max(Duration::from_nanos(1));
+        if limit == self.limit && window == self.window {
+            return;
+        }
+        self.limit = limit;
+        self.window = window;
+        self.hold = window.saturating_add(self.margin);
+        self.full = None;
+    }
+
+    /// Whether this throttle sizes itself from the server
+    /// ([`learning`](Self::learning)).
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// assert!(RateThrottle::learning(100).unwrap().is_learning());
+    /// assert!(!RateThrottle::default().is_learning());
+    /// ```
+    #[must_use]
+    pub fn is_learning(&self) -> bool {
+        self.learning
+    }
+
+    /// The quota it paces by now: `None` for a learning throttle that has
+    /// not learnt one yet (it is unlimited).
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use polite_core::ratelimit::Quota;
+    /// use std::time::Duration;
+    /// assert_eq!(RateThrottle::default().quota(),
+    ///            Some(Quota { limit: 50, window: Duration::from_secs(60) }));
+    /// assert_eq!(RateThrottle::learning(100).unwrap().quota(), None);
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Option<Quota> {
+        (self.limit != usize::MAX).then_some(Quota {
+            limit: self.limit as u64,
+            window: self.window,
+        })
+    }
+
+    /// Sends allowed per window (`u32::MAX` while a learning throttle is
+    /// unlimited).
     ///
     /// ```
     /// use polite_core::RateThrottle;
     /// assert_eq!(RateThrottle::default().limit(), 50);
+    /// assert_eq!(RateThrottle::learning(10).unwrap().limit(), u32::MAX);
     /// ```
     #[must_use]
     pub fn limit(&self) -> u32 {
-        self.limit as u32
+        u32::try_from(self.limit).unwrap_or(u32::MAX)
     }
 
-    /// The window.
+    /// The window (`Duration::MAX` while a learning throttle is unlimited).
     ///
     /// ```
     /// use polite_core::RateThrottle;
@@ -493,6 +714,31 @@ impl Pace for RateThrottle {
     fn cool_down(&mut self, until: Instant) {
         RateThrottle::cool_down(self, until);
     }
+    #[inline]
+    fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        RateThrottle::observe(self, now, info);
+    }
+}
+
+/// Reads the rate-limit headers of `response` that `headers` enables and
+/// hands what they say to `pace`. Costs a few `Option` checks when the
+/// answer has none. Returns whether the pace was told anything (a caller
+/// caching a refusal then asks again).
+pub(crate) fn observe_rate_limit<P: Pace + ?Sized>(
+    pace: &mut P,
+    headers: &RateLimitHeaders,
+    now: Instant,
+    response: &Response<'_>,
+) -> bool {
+    if response.rate_limit.is_empty() {
+        return false;
+    }
+    let info = RateLimitInfo::read(response, headers);
+    if info.quota.is_none() && info.pause.is_none() {
+        return false;
+    }
+    pace.observe(now, &info);
+    true
 }
 
 /// The shared cool-down after a rate-limited answer: when `rate_limited`
@@ -546,6 +792,11 @@ pub(crate) fn cool_down_after<P: Pace + ?Sized>(
 ///   [`Pace::cool_down`]`(now + delay)` (delay clamped to
 ///   [`RetryAfterLimits`] `min..=max`, default 1 s to 300 s), so every
 ///   machine sharing the pace waits, not only this one.
+/// * Every answer's rate-limit headers (`RateLimit`, `RateLimit-Policy`;
+///   `X-RateLimit-*` when enabled with
+///   [`rate_limit_headers`](Self::rate_limit_headers)) go to
+///   [`Pace::observe`]: a pause or a quota reaches every machine sharing
+///   the pace.
 ///
 /// **Invariants**: the inner machine's, plus: a send goes out only when the
 /// pace granted it, at most once, and before the deadline.
@@ -584,6 +835,7 @@ pub struct Paced<M, P> {
     /// The pace refused until this instant.
     refused_until: Option<Instant>,
     limits: RetryAfterLimits,
+    rate_limit: RateLimitHeaders,
     stopped: Option<Outcome>,
 }
 
@@ -611,8 +863,30 @@ impl<M: Machine, P: Pace> Paced<M, P> {
             now,
             refused_until: None,
             limits: RetryAfterLimits::default(),
+            rate_limit: RateLimitHeaders::default(),
             stopped: None,
         }
+    }
+
+    /// Which rate-limit headers of the answers are read and handed to the
+    /// pace (default [`RateLimitHeaders::default`]: `RateLimit` and
+    /// `RateLimit-Policy`; `X-RateLimit-*` on request).
+    ///
+    /// ```
+    /// use polite_core::{Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use polite_core::ratelimit::RateLimitHeaders;
+    /// use polite_core::testing::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), t0, Duration::from_secs(5)).unwrap();
+    /// let _paced = Paced::new(m, RateThrottle::learning(100).unwrap(), t0)
+    ///     .rate_limit_headers(RateLimitHeaders::default().with_x_ratelimit());
+    /// ```
+    #[must_use]
+    pub fn rate_limit_headers(mut self, headers: RateLimitHeaders) -> Paced<M, P> {
+        self.rate_limit = headers;
+        self
     }
 
     /// How a 429's `Retry-After` is clamped before it becomes a shared
@@ -708,7 +982,8 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     }
 
     /// Feeds what happened at `now` to the inner machine (and a 429's
-    /// `Retry-After` to the pace as a cool-down).
+    /// `Retry-After` to the pace as a cool-down, and an answer's rate-limit
+    /// headers to [`Pace::observe`]).
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
@@ -728,8 +1003,26 @@ impl<M: Machine, P: Pace> Paced<M, P> {
         if self.stopped.is_some() {
             return;
         }
+        // An answer for a send the pace still holds answers nothing that was
+        // sent (a stray or misrouted answer): ignore it, as the machines
+        // ignore answers for sends they do not wait for. (The inner machine
+        // already counts a held send as in flight.)
+        let answered = match &event {
+            Event::Response(r) => Some(r.id),
+            Event::TransportError(id, _) => Some(*id),
+            Event::Tick | Event::Cancel => None,
+        };
+        if let Some(id) = answered
+            && (self.held.is_some_and(|p| p.id == id) || self.more.iter().any(|p| p.id == id))
+        {
+            return;
+        }
         if let Event::Response(r) = &event {
             cool_down_after(&mut self.pace, &self.limits, now, r.status == 429, r);
+            if observe_rate_limit(&mut self.pace, &self.rate_limit, now, r) {
+                // A resized pace may grant earlier than it said: ask again.
+                self.refused_until = None;
+            }
         }
         self.inner.handle(now, event);
     }

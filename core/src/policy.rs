@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::event::Response;
 use crate::outcome::RetryClass;
 
 /// A policy that makes no sense, named by the field at fault.
@@ -94,6 +95,23 @@ impl Default for Backoff {
             jitter: Jitter::Full,
         }
     }
+}
+
+/// What the `n` of the backoff (`base * multiplier^n`) counts.
+///
+/// ```
+/// use polite_core::BackoffExponent;
+/// assert_eq!(BackoffExponent::default(), BackoffExponent::ClassRetries);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub enum BackoffExponent {
+    /// The retries the failure's own class has used (SPEC §2: each class
+    /// counts its own). The default.
+    #[default]
+    ClassRetries,
+    /// The retries of all classes together (the AWS SDKs: the exponent is
+    /// the attempt number, whatever failed before).
+    AllRetries,
 }
 
 /// How a server's `Retry-After` is honoured (SPEC §2.1).
@@ -304,6 +322,34 @@ pub struct RetryPolicy {
     /// adapter aborts it: every send carries `abort_at = deadline + cushion`.
     /// Default 2 s.
     pub transport_cushion: Duration,
+    /// Retries of all classes together, on top of the per-class budgets
+    /// (the AWS SDKs' `max_attempts - 1`). Default `None`: only the
+    /// per-class budgets count. When spent, the request ends as if its
+    /// class's budget were spent.
+    pub max_total_retries: Option<u32>,
+    /// The backoff of the rate-limited class, when it differs from
+    /// [`backoff`](Self::backoff) (the AWS SDKs back off throttling from
+    /// 1 s, other failures from 50 ms). Default `None`: `backoff`.
+    pub rate_limited_backoff: Option<Backoff>,
+    /// What the backoff exponent counts. Default
+    /// [`BackoffExponent::ClassRetries`].
+    pub backoff_exponent: BackoffExponent,
+    /// Honour a millisecond retry hint ([`Response::retry_after_ms`](crate::Response::retry_after_ms),
+    /// AWS's `x-amz-retry-after`): the delay becomes the hint clamped to
+    /// `[backoff, backoff + this]`. Unlike `Retry-After`, it is a hint: it
+    /// can neither shorten the backoff nor lengthen it by more than this.
+    /// An invalid value (not ASCII digits) is ignored. Default `None`: the
+    /// header is not read. `Retry-After`, when valid, still applies on top
+    /// (the larger delay wins).
+    pub retry_after_ms: Option<Duration>,
+    /// When a shared retry budget refuses a retry, wait out the backoff the
+    /// retry would have had before stopping with
+    /// [`Outcome::RetryBudgetExhausted`](crate::Outcome::RetryBudgetExhausted)
+    /// (the AWS SDKs do this for long-polling operations, so that a caller
+    /// polling in a loop does not spin against a failing server). The wait
+    /// ends early on a cancel and never passes the deadline. Default `false`:
+    /// stop at once.
+    pub backoff_when_budget_empty: bool,
 }
 
 impl Default for RetryPolicy {
@@ -315,36 +361,70 @@ impl Default for RetryPolicy {
             backoff: Backoff::default(),
             retry_after: RetryAfterLimits::default(),
             transport_cushion: Duration::from_secs(2),
+            max_total_retries: None,
+            rate_limited_backoff: None,
+            backoff_exponent: BackoffExponent::ClassRetries,
+            retry_after_ms: None,
+            backoff_when_budget_empty: false,
         }
     }
+}
+
+/// Checks one backoff; `fields` names its fields in the order base,
+/// multiplier, cap, jitter.
+const fn validate_backoff(b: &Backoff, fields: [&'static str; 4]) -> Result<(), PolicyError> {
+    if b.base.is_zero() {
+        return Err(invalid(fields[0], "must be greater than zero"));
+    }
+    if b.multiplier == 0 {
+        return Err(invalid(fields[1], "must be at least 1"));
+    }
+    if b.cap.as_nanos() < b.base.as_nanos() {
+        return Err(invalid(fields[2], "must be at least backoff.base"));
+    }
+    if let Jitter::Percent(p) = b.jitter
+        && p > 100
+    {
+        return Err(invalid(fields[3], "percent must be at most 100"));
+    }
+    Ok(())
 }
 
 impl RetryPolicy {
     /// Checks that the policy makes sense; machines call this at construction.
     ///
     /// Rejected: a zero `backoff.base`, a zero `backoff.multiplier`, a
-    /// `backoff.cap` below the base, `Jitter::Percent` above 100, a zero
-    /// `retry_after.min`, `retry_after.max` below `retry_after.min` or below
+    /// `backoff.cap` below the base, `Jitter::Percent` above 100 (the same
+    /// for `rate_limited_backoff` when set), a zero `retry_after.min`, `retry_after.max` below `retry_after.min` or below
     /// `retry_after.auto_wait_cap`, and a status in both classes.
     ///
     /// # Errors
     ///
     /// [`PolicyError::Invalid`] naming the first field at fault.
     pub const fn validate(&self) -> Result<(), PolicyError> {
-        let b = &self.backoff;
-        if b.base.is_zero() {
-            return Err(invalid("backoff.base", "must be greater than zero"));
+        if let Err(e) = validate_backoff(
+            &self.backoff,
+            [
+                "backoff.base",
+                "backoff.multiplier",
+                "backoff.cap",
+                "backoff.jitter",
+            ],
+        ) {
+            return Err(e);
         }
-        if b.multiplier == 0 {
-            return Err(invalid("backoff.multiplier", "must be at least 1"));
-        }
-        if b.cap.as_nanos() < b.base.as_nanos() {
-            return Err(invalid("backoff.cap", "must be at least backoff.base"));
-        }
-        if let Jitter::Percent(p) = b.jitter
-            && p > 100
+        if let Some(b) = &self.rate_limited_backoff
+            && let Err(e) = validate_backoff(
+                b,
+                [
+                    "rate_limited_backoff.base",
+                    "rate_limited_backoff.multiplier",
+                    "rate_limited_backoff.cap",
+                    "rate_limited_backoff.jitter",
+                ],
+            )
         {
-            return Err(invalid("backoff.jitter", "percent must be at most 100"));
+            return Err(e);
         }
         let r = &self.retry_after;
         if r.min.is_zero() {
@@ -372,6 +452,52 @@ impl RetryPolicy {
             ));
         }
         Ok(())
+    }
+
+    /// The backoff of a class: [`rate_limited_backoff`](Self::rate_limited_backoff)
+    /// for the rate-limited class when set, else [`backoff`](Self::backoff).
+    ///
+    /// ```
+    /// use polite_core::{Backoff, RetryClass, RetryPolicy};
+    /// use std::time::Duration;
+    /// let mut p = RetryPolicy::default();
+    /// p.rate_limited_backoff = Some(Backoff { base: Duration::from_secs(1), ..Backoff::default() });
+    /// assert_eq!(p.backoff_of(RetryClass::RateLimited).base, Duration::from_secs(1));
+    /// assert_eq!(p.backoff_of(RetryClass::ServerError).base, Duration::from_millis(250));
+    /// ```
+    #[must_use]
+    #[inline]
+    pub const fn backoff_of(&self, class: RetryClass) -> &Backoff {
+        match (class, &self.rate_limited_backoff) {
+            (RetryClass::RateLimited, Some(b)) => b,
+            _ => &self.backoff,
+        }
+    }
+
+    /// The retry class of an answer: the caller's classification
+    /// ([`Response::retry_class`](crate::Response::retry_class)) for a status
+    /// in `400..=599` when it gave one, else [`class_of`](Self::class_of)
+    /// its status. The machines and the test checkers all decide by this.
+    ///
+    /// ```
+    /// use polite_core::{Response, RetryClass, RetryPolicy, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// let p = RetryPolicy::default();
+    /// let throttled = Response::new(SendId::default(), 400, UNIX_EPOCH).retry_class(RetryClass::RateLimited);
+    /// assert_eq!(p.class_of_response(&throttled), Some(RetryClass::RateLimited));
+    /// let plain = Response::new(SendId::default(), 400, UNIX_EPOCH);
+    /// assert_eq!(p.class_of_response(&plain), None);
+    /// // A success stays a success, whatever the hint.
+    /// let ok = Response::new(SendId::default(), 200, UNIX_EPOCH).retry_class(RetryClass::ServerError);
+    /// assert_eq!(p.class_of_response(&ok), None);
+    /// ```
+    #[must_use]
+    #[inline]
+    pub const fn class_of_response(&self, response: &Response<'_>) -> Option<RetryClass> {
+        match response.retry_class {
+            Some(c) if response.status >= 400 && response.status <= 599 => Some(c),
+            _ => self.class_of(response.status),
+        }
     }
 
     /// The retry class of a status, or `None` when it is not retried by class
@@ -409,7 +535,25 @@ mod tests {
     #[test]
     fn each_bad_field_is_named() {
         type Mutate = fn(&mut RetryPolicy);
-        let cases: [(Mutate, &str); 8] = [
+        let cases: [(Mutate, &str); 10] = [
+            (
+                |p| {
+                    p.rate_limited_backoff = Some(Backoff {
+                        base: Duration::ZERO,
+                        ..Backoff::default()
+                    })
+                },
+                "rate_limited_backoff.base",
+            ),
+            (
+                |p| {
+                    p.rate_limited_backoff = Some(Backoff {
+                        jitter: Jitter::Percent(200),
+                        ..Backoff::default()
+                    })
+                },
+                "rate_limited_backoff.jitter",
+            ),
             (|p| p.backoff.base = Duration::ZERO, "backoff.base"),
             (|p| p.backoff.multiplier = 0, "backoff.multiplier"),
             (|p| p.backoff.cap = Duration::from_millis(1), "backoff.cap"),

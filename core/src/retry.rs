@@ -9,9 +9,12 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::backoff;
+use crate::budget::{NoBudget, RetryBudget};
 use crate::event::{Action, Event, Response, SendId, SendPlan};
 use crate::outcome::{Outcome, Reply, RetryClass};
+use crate::policy::BackoffExponent;
 use crate::policy::{PolicyError, RetryPolicy};
+use crate::ratelimit;
 use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
 use crate::retry_after;
@@ -32,14 +35,47 @@ pub fn deadline_after(now: Instant, timeout: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// Retries used so far, per class.
+/// What one logical request has used so far: retries per class, and what
+/// a shared retry budget took for the latest one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Spent([u32; 3]);
+pub(crate) struct Spent {
+    per_class: [u32; 3],
+    /// The cost the budget took for the latest retry; `None` before any.
+    last_cost: Option<u32>,
+}
 
 impl Spent {
     #[inline]
     pub(crate) fn of(&self, class: RetryClass) -> u32 {
-        self.0[class.index()]
+        self.per_class[class.index()]
+    }
+
+    /// Retries of all classes together.
+    #[inline]
+    pub(crate) fn total(&self) -> u32 {
+        self.per_class
+            .iter()
+            .fold(0u32, |sum, n| sum.saturating_add(*n))
+    }
+
+    /// What the budget took for the latest retry (`None`: no retry yet).
+    #[inline]
+    pub(crate) fn last_cost(&self) -> Option<u32> {
+        self.last_cost
+    }
+
+    /// Notes what a retry the caller counts itself (a batch restart) cost.
+    #[inline]
+    pub(crate) fn note_cost(&mut self, cost: u32) {
+        self.last_cost = Some(cost);
+    }
+
+    /// Counts a retry of `class` that cost `cost`.
+    #[inline]
+    pub(crate) fn charge(&mut self, class: RetryClass, cost: u32) {
+        let n = &mut self.per_class[class.index()];
+        *n = n.saturating_add(1);
+        self.last_cost = Some(cost);
     }
 }
 
@@ -58,16 +94,12 @@ pub(crate) struct Judged {
     pub(crate) verdict: Verdict,
     pub(crate) class: Option<RetryClass>,
     pub(crate) note: RetryAfterNote,
+    /// With `Verdict::Stop`: wait until then before stopping (a budget
+    /// refusal under `backoff_when_budget_empty`).
+    pub(crate) linger: Option<Instant>,
 }
 
-/// The retry rules of SPEC §2, in one place: what to do after a reply that
-/// is not a success. `response` gives the headers for HTTP replies.
-///
-/// Order of the checks: not retryable by class → `NotRetryable`; not
-/// replayable → `NotReplayable`; class budget spent → `RateLimited` or
-/// `RetriesExhausted`; server delay over the automatic wait cap →
-/// `RateLimited { retry_at }`; next send at or after the deadline →
-/// `TimedOut { needed }`; else retry after `max(backoff, server delay)`.
+/// [`judge_with`] without a retry budget (`PollMachine`).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) fn judge<R: Rng + ?Sized>(
@@ -80,14 +112,58 @@ pub(crate) fn judge<R: Rng + ?Sized>(
     response: Option<&Response<'_>>,
     rng: &mut R,
 ) -> Judged {
+    judge_with(
+        policy,
+        spent,
+        replayable,
+        now,
+        deadline,
+        reply,
+        response,
+        rng,
+        &mut NoBudget,
+    )
+}
+
+/// The retry rules of SPEC §2, in one place: what to do after a reply that
+/// is not a success. `response` gives the headers for HTTP replies.
+///
+/// Order of the checks: not retryable by class → `NotRetryable`; not
+/// replayable → `NotReplayable`; class budget (or the total budget) spent
+/// → `RateLimited` or `RetriesExhausted`; server delay over the automatic
+/// wait cap → `RateLimited { retry_at }`; next send at or after the
+/// deadline → `TimedOut { needed }`; the shared `budget` refuses →
+/// `RetryBudgetExhausted` (after the planned delay, when the policy says
+/// `backoff_when_budget_empty`); else retry after
+/// `max(backoff (or the clamped millisecond hint), server delay)`.
+///
+/// The budget is asked last, so that tokens are taken only for retries that
+/// happen.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
+    policy: &RetryPolicy,
+    spent: &mut Spent,
+    replayable: bool,
+    now: Instant,
+    deadline: Instant,
+    reply: Reply,
+    response: Option<&Response<'_>>,
+    rng: &mut R,
+    budget: &mut B,
+) -> Judged {
     let class = match reply {
-        Reply::Status(s) => policy.class_of(s),
+        Reply::Status(s) => match response {
+            Some(r) => policy.class_of_response(r),
+            None => policy.class_of(s),
+        },
         Reply::Transport(_) => Some(RetryClass::Transport),
     };
     let mut judged = Judged {
         verdict: Verdict::Stop(Outcome::Cancelled),
         class,
         note: RetryAfterNote::Absent,
+        linger: None,
     };
     let stop = |mut j: Judged, o: Outcome| {
         j.verdict = Verdict::Stop(o);
@@ -118,7 +194,11 @@ pub(crate) fn judge<R: Rng + ?Sized>(
         return stop(judged, Outcome::NotReplayable { last: reply });
     }
     let server_at = raw.and_then(|d| later(now, d.max(policy.retry_after.min)));
-    if spent.of(class) >= policy.max_retries.of(class) {
+    if spent.of(class) >= policy.max_retries.of(class)
+        || policy
+            .max_total_retries
+            .is_some_and(|max| spent.total() >= max)
+    {
         let o = match class {
             RetryClass::RateLimited => Outcome::RateLimited {
                 retry_at: server_at,
@@ -137,11 +217,33 @@ pub(crate) fn judge<R: Rng + ?Sized>(
             },
         );
     }
-    let mut delay = backoff::exponential(&policy.backoff, spent.of(class));
-    if backoff::draws(policy.backoff.jitter) {
-        delay = backoff::jitter(delay, policy.backoff.jitter, rng.next_u64());
+    let b = policy.backoff_of(class);
+    let n = match policy.backoff_exponent {
+        BackoffExponent::ClassRetries => spent.of(class),
+        BackoffExponent::AllRetries => spent.total(),
+    };
+    let mut delay = backoff::exponential(b, n);
+    if backoff::draws(b.jitter) {
+        delay = backoff::jitter(delay, b.jitter, rng.next_u64());
     }
     let mut source = DelaySource::Backoff;
+    // A millisecond hint (x-amz-retry-after), clamped to [delay, delay + extra].
+    if let Some(extra) = policy.retry_after_ms
+        && let Some(ms) = response
+            .and_then(|r| r.retry_after_ms)
+            .and_then(|v| ratelimit::digits(v.trim_ascii()))
+    {
+        let asked = Duration::from_millis(ms);
+        let hinted = asked.clamp(delay, delay.saturating_add(extra));
+        if hinted > delay {
+            source = if hinted < asked {
+                DelaySource::Clamp
+            } else {
+                DelaySource::RetryAfter
+            };
+            delay = hinted;
+        }
+    }
     if let Some(d) = raw {
         // Within the cap (checked above), and the cap is at most the clamp's
         // maximum, so clamping can only raise the value.
@@ -163,12 +265,23 @@ pub(crate) fn judge<R: Rng + ?Sized>(
             },
         );
     };
-    spent.0[class.index()] += 1;
-    judged.verdict = Verdict::Retry(PlannedDelay {
+    let plan = PlannedDelay {
         delay,
         source,
         send_at,
-    });
+    };
+    match budget.withdraw(class, reply) {
+        Some(cost) => {
+            spent.charge(class, cost);
+            judged.verdict = Verdict::Retry(plan);
+        }
+        None => {
+            judged.verdict = Verdict::Stop(Outcome::RetryBudgetExhausted { class, last: reply });
+            if policy.backoff_when_budget_empty {
+                judged.linger = Some(send_at);
+            }
+        }
+    }
     judged
 }
 
@@ -181,6 +294,9 @@ enum Phase {
     InFlight(u32),
     /// Waiting to send the next attempt at this instant.
     Waiting(Instant),
+    /// Decided to stop with `RetryBudgetExhausted` for this failure, after
+    /// waiting until this instant (`backoff_when_budget_empty`).
+    Closing(Instant, RetryClass, Reply),
     /// Ended.
     Done(Outcome),
 }
@@ -242,14 +358,24 @@ impl RetryState {
         matches!(self.phase, Phase::InFlight(_))
     }
 
+    /// The instant of the next wake-up this request waits for (a backoff,
+    /// or a delayed stop), if it waits.
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Waiting(at) | Phase::Closing(at, ..) => Some(at),
+            _ => None,
+        }
+    }
+
     fn finish(&mut self, outcome: Outcome) {
         self.phase = Phase::Done(outcome);
     }
 
-    pub(crate) fn handle<R: Rng + ?Sized>(
+    pub(crate) fn handle<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
         &mut self,
         policy: &RetryPolicy,
         rng: &mut R,
+        budget: &mut B,
         now: Instant,
         event: Event<'_>,
     ) {
@@ -268,21 +394,29 @@ impl RetryState {
                     self.finish(Outcome::TimedOut { needed: None });
                 }
                 Phase::Waiting(at) if now >= at => self.phase = Phase::Ready,
+                // The stop was decided before the deadline; it stands.
+                Phase::Closing(at, class, last) if now >= at => {
+                    self.finish(Outcome::RetryBudgetExhausted { class, last });
+                }
                 _ => {}
             },
             Event::Response(r) => {
-                self.on_reply(policy, rng, now, r.id, Reply::Status(r.status), Some(&r));
+                let reply = Reply::Status(r.status);
+                self.on_reply(policy, rng, budget, now, r.id, reply, Some(&r));
             }
             Event::TransportError(id, kind) => {
-                self.on_reply(policy, rng, now, id, Reply::Transport(kind), None);
+                let reply = Reply::Transport(kind);
+                self.on_reply(policy, rng, budget, now, id, reply, None);
             }
         }
     }
 
-    fn on_reply<R: Rng + ?Sized>(
+    #[allow(clippy::too_many_arguments)]
+    fn on_reply<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
         &mut self,
         policy: &RetryPolicy,
         rng: &mut R,
+        budget: &mut B,
         now: Instant,
         id: SendId,
         reply: Reply,
@@ -312,10 +446,13 @@ impl RetryState {
             Some(Outcome::Stale)
         } else {
             match reply {
-                Reply::Status(s @ 100..=399) => Some(Outcome::Succeeded { status: s }),
+                Reply::Status(s @ 100..=399) => {
+                    budget.deposit(self.spent.last_cost());
+                    Some(Outcome::Succeeded { status: s })
+                }
                 Reply::Status(s @ (0..=99 | 600..)) => Some(Outcome::NotRetryable { status: s }),
                 _ => {
-                    let j = judge(
+                    let j = judge_with(
                         policy,
                         &mut self.spent,
                         self.request.is_replayable(),
@@ -324,16 +461,27 @@ impl RetryState {
                         reply,
                         response,
                         rng,
+                        budget,
                     );
                     record.class = j.class;
                     record.retry_after = j.note;
-                    match j.verdict {
-                        Verdict::Retry(plan) => {
+                    match (j.verdict, j.linger) {
+                        (Verdict::Retry(plan), _) => {
                             record.next = Some(plan);
                             self.phase = Phase::Waiting(plan.send_at);
                             None
                         }
-                        Verdict::Stop(o) => Some(o),
+                        (
+                            Verdict::Stop(o @ Outcome::RetryBudgetExhausted { class, last }),
+                            Some(at),
+                        ) => {
+                            // The record says how the request ended; the
+                            // machine says so after the wait.
+                            record.outcome = Some(o);
+                            self.phase = Phase::Closing(at, class, last);
+                            None
+                        }
+                        (Verdict::Stop(o), _) => Some(o),
                     }
                 }
             }
@@ -367,7 +515,7 @@ impl RetryState {
                 })
             }
             Phase::InFlight(_) => Action::SleepUntil(self.deadline),
-            Phase::Waiting(at) => Action::SleepUntil(at),
+            Phase::Waiting(at) | Phase::Closing(at, ..) => Action::SleepUntil(at),
             Phase::Done(o) => Action::Stop(o),
         }
     }
@@ -396,7 +544,13 @@ impl RetryState {
 /// * `Stop` is sticky: the machine ends with exactly one outcome;
 /// * an answer at or after the deadline gives `TimedOut`, even a success;
 /// * time going backwards is clamped to the latest `now` seen; late answers
-///   for earlier attempts are ignored.
+///   for earlier attempts are ignored;
+/// * with a shared retry budget `B` ([`with_budget`](Self::with_budget)):
+///   every retry was granted by the budget, and a success gives back its
+///   last retry's cost (see [`RetryBudget`]).
+///
+/// The budget `B` defaults to [`NoBudget`], which never refuses and
+/// compiles to nothing: the plain machine pays nothing for the feature.
 ///
 /// ```
 /// use polite_core::{Action, Event, Method, Outcome, RequestId, RequestInfo, Response,
@@ -421,10 +575,11 @@ impl RetryState {
 /// assert_eq!(m.poll_action(), Action::Stop(Outcome::Succeeded { status: 200 }));
 /// ```
 #[derive(Clone, Debug)]
-pub struct RetryMachine<R> {
+pub struct RetryMachine<R, B = NoBudget> {
     policy: RetryPolicy,
     state: RetryState,
     rng: R,
+    budget: B,
 }
 
 impl<R: Rng> RetryMachine<R> {
@@ -462,14 +617,76 @@ impl<R: Rng> RetryMachine<R> {
             state: RetryState::new(&policy, request, 0, now, deadline),
             policy,
             rng,
+            budget: NoBudget,
         })
+    }
+}
+
+impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
+    /// The same machine drawing its retries from a shared retry budget
+    /// (see [`RetryBudget`]): each retry first withdraws its cost, a
+    /// refusal ends the request with [`Outcome::RetryBudgetExhausted`],
+    /// and a success gives back its last retry's cost. Share one bucket
+    /// between machines through `&mut`, `Arc<Mutex<_>>` or `Rc<RefCell<_>>`.
+    /// Call it before the first answer.
+    ///
+    /// ```
+    /// use polite_core::{Action, Event, Method, Outcome, Reply, RequestId, RequestInfo, Response,
+    ///                   RetryBucket, RetryClass, RetryCosts, RetryMachine, RetryPolicy};
+    /// use polite_core::testing::{SplitMix64, origin};
+    /// use std::cell::RefCell;
+    /// use std::rc::Rc;
+    /// use std::time::{Duration, UNIX_EPOCH};
+    ///
+    /// let t0 = origin();
+    /// // 20 tokens; a retry after a server error costs 14.
+    /// let bucket = Rc::new(RefCell::new(RetryBucket::new(20, RetryCosts::default())));
+    /// let new = |id| RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(id), Method::Get),
+    ///     SplitMix64::new(id), t0, Duration::from_secs(30)).unwrap().with_budget(Rc::clone(&bucket));
+    /// let (mut a, mut b) = (new(1), new(2));
+    ///
+    /// let Action::Send(pa) = a.poll_action() else { unreachable!() };
+    /// let Action::Send(pb) = b.poll_action() else { unreachable!() };
+    /// a.handle(t0, Event::Response(Response::new(pa.id, 503, UNIX_EPOCH)));
+    /// assert!(matches!(a.poll_action(), Action::SleepUntil(_))); // a retries: 6 tokens left
+    /// b.handle(t0, Event::Response(Response::new(pb.id, 503, UNIX_EPOCH)));
+    /// assert_eq!(b.poll_action(), Action::Stop(Outcome::RetryBudgetExhausted {
+    ///     class: RetryClass::ServerError, last: Reply::Status(503) }));
+    /// assert_eq!(bucket.borrow().tokens(), 6);
+    /// ```
+    #[must_use]
+    pub fn with_budget<B2: RetryBudget>(self, budget: B2) -> RetryMachine<R, B2> {
+        RetryMachine {
+            policy: self.policy,
+            state: self.state,
+            rng: self.rng,
+            budget,
+        }
+    }
+
+    /// The retry budget.
+    ///
+    /// ```
+    /// use polite_core::{Method, NoBudget, RequestId, RequestInfo, RetryBucket, RetryMachine, RetryPolicy};
+    /// use polite_core::testing::{SplitMix64, origin};
+    /// use std::time::Duration;
+    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), origin(), Duration::from_secs(5)).unwrap();
+    /// assert_eq!(*m.budget(), NoBudget);
+    /// let m = m.with_budget(RetryBucket::default());
+    /// assert_eq!(m.budget().tokens(), 500);
+    /// ```
+    #[must_use]
+    pub fn budget(&self) -> &B {
+        &self.budget
     }
 
     /// Feeds what happened at `now`. Never fails: unexpected input (a late
     /// answer, an event after the end) is ignored.
     #[inline]
     pub fn handle(&mut self, now: Instant, event: Event<'_>) {
-        self.state.handle(&self.policy, &mut self.rng, now, event);
+        self.state
+            .handle(&self.policy, &mut self.rng, &mut self.budget, now, event);
     }
 
     /// What to do next. Call after construction and after every `handle`

@@ -1,5 +1,8 @@
 //! Hot paths allocate nothing: a counting global allocator (per thread)
-//! around full decision cycles.
+//! around full decision cycles of every machine, after construction:
+//! `RetryMachine`, `PollMachine` (long poll and backoff mode),
+//! `RateThrottle::acquire` (granted and refused), `Paced<RetryMachine>`
+//! and `BatchMachine`.
 //!
 //! The only `unsafe` in the workspace: a `GlobalAlloc` impl must be
 //! `unsafe impl`. It forwards to the system allocator and counts.
@@ -11,8 +14,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use polite_core::testing::{SplitMix64, origin};
 use polite_core::{
-    Action, Event, Method, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy,
-    TransportErrorKind,
+    Action, BatchMachine, BatchPolicy, Event, JobReport, Machine, MaxRetries, Method, Paced,
+    PollMachine, PollPolicy, RateThrottle, RequestId, RequestInfo, Response, RetryMachine,
+    RetryPolicy, SendId, TransportErrorKind,
 };
 
 struct Counting;
@@ -107,4 +111,209 @@ fn retry_decisions_allocate_nothing() {
         decisions
     });
     assert_eq!(n, 0, "{n} allocations over {decisions} decisions");
+}
+
+/// Budgets large enough that no machine stops for lack of retries.
+fn roomy() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: MaxRetries {
+            rate_limited: 1000,
+            server_error: 1000,
+            transport: 1000,
+        },
+        ..RetryPolicy::default()
+    }
+}
+
+/// Drives `m` for `rounds` rounds without allocating: every send is
+/// answered by `answer(n, id)` (the `n`-th answer overall) 5 ms later,
+/// up to 64 sends in flight (a fixed array, no heap); every wait is
+/// waited out. Returns the number of decisions (`handle` + `poll_action`
+/// pairs), and panics if the machine stops.
+fn drive<M: Machine>(
+    m: &mut M,
+    rounds: u32,
+    answer: impl Fn(u32, SendId) -> Event<'static>,
+) -> u32 {
+    let t0 = origin();
+    let mut now = t0;
+    let mut flying = [None::<SendId>; 64];
+    let mut answers = 0u32;
+    let mut decisions = 0u32;
+    for _ in 0..rounds {
+        loop {
+            decisions += 1;
+            match m.poll_action() {
+                Action::Send(plan) => {
+                    let slot = flying
+                        .iter_mut()
+                        .find(|f| f.is_none())
+                        .expect("64 in flight");
+                    *slot = Some(plan.id);
+                }
+                Action::SleepUntil(t) => {
+                    if let Some(id) = flying.iter_mut().find_map(Option::take) {
+                        now += Duration::from_millis(5);
+                        m.handle(now, answer(answers, id));
+                        answers += 1;
+                    } else {
+                        now = now.max(t);
+                        m.handle(now, Event::Tick);
+                    }
+                    let _ = m.take_record();
+                    let _ = m.take_notice();
+                    break;
+                }
+                Action::Stop(o) => panic!("stopped after {decisions} decisions: {o:?}"),
+            }
+        }
+    }
+    decisions
+}
+
+const WALL: std::time::SystemTime = UNIX_EPOCH;
+
+#[test]
+fn poll_decisions_allocate_nothing() {
+    let t0 = origin();
+    let mut policy = PollPolicy {
+        retry: roomy(),
+        ..PollPolicy::default()
+    };
+    policy.min_long_poll_interval = Duration::ZERO;
+    let request = RequestInfo::new(RequestId(1), Method::Get);
+    // Long-poll mode: pending answers, 503s and 429s with Retry-After.
+    let mut m = PollMachine::new(
+        policy,
+        request,
+        SplitMix64::new(1),
+        t0,
+        Duration::from_secs(1_000_000),
+    )
+    .unwrap();
+    let long = |n: u32, id| {
+        let r = Response::new(id, 200, WALL);
+        Event::Response(match n % 5 {
+            0 => Response::new(id, 503, WALL),
+            1 => Response::new(id, 429, WALL).retry_after(b"1"),
+            2 => r.job(JobReport::State("queued")),
+            _ => r.job(JobReport::State("running")),
+        })
+    };
+    let (n, decisions) = allocations(|| drive(&mut m, 300, long));
+    assert_eq!(
+        n, 0,
+        "long poll: {n} allocations over {decisions} decisions"
+    );
+
+    // Backoff mode: the server rejects the wait parameter (a notice, once),
+    // then pending answers on the schedule, and transport errors.
+    let mut m = PollMachine::new(
+        policy,
+        request,
+        SplitMix64::new(2),
+        t0,
+        Duration::from_secs(1_000_000),
+    )
+    .unwrap();
+    let backoff = |n: u32, id| match n {
+        0 => Event::Response(Response::new(id, 400, WALL).job(JobReport::LongPollUnsupported)),
+        n if n % 4 == 3 => Event::TransportError(id, TransportErrorKind::Reset),
+        _ => Event::Response(Response::new(id, 200, WALL).job(JobReport::State("running"))),
+    };
+    let (n, decisions) = allocations(|| drive(&mut m, 300, backoff));
+    assert_eq!(n, 0, "backoff: {n} allocations over {decisions} decisions");
+    assert_eq!(m.mode(), polite_core::PollMode::Backoff);
+}
+
+#[test]
+fn throttle_acquire_allocates_nothing_granted_or_refused() {
+    let t0 = origin();
+    let mut t = RateThrottle::new(8, Duration::from_secs(1)).unwrap();
+    let (n, (granted, refused)) = allocations(|| {
+        let (mut granted, mut refused) = (0u32, 0u32);
+        let mut now = t0;
+        for i in 0..20_000u64 {
+            // Bursts of calls 1 ms apart, with a gap now and then; a
+            // cool-down and a step backwards once in a while.
+            now += Duration::from_millis(if i % 50 == 0 { 700 } else { 1 });
+            if i % 997 == 0 {
+                t.cool_down(now + Duration::from_millis(300));
+            }
+            let at = if i % 333 == 0 {
+                now - Duration::from_millis(50)
+            } else {
+                now
+            };
+            match t.acquire(at) {
+                Ok(()) => granted += 1,
+                Err(_) => refused += 1,
+            }
+        }
+        (granted, refused)
+    });
+    assert!(
+        granted > 1000 && refused > 1000,
+        "{granted} granted, {refused} refused"
+    );
+    assert_eq!(n, 0, "{n} allocations over {} calls", granted + refused);
+}
+
+#[test]
+fn paced_retry_decisions_allocate_nothing() {
+    let t0 = origin();
+    let inner = RetryMachine::new(
+        roomy(),
+        RequestInfo::new(RequestId(1), Method::Get),
+        SplitMix64::new(3),
+        t0,
+        Duration::from_secs(1_000_000),
+    )
+    .unwrap();
+    // Two sends per second: most retries (250 ms backoff) wait for the throttle.
+    let throttle = RateThrottle::new(2, Duration::from_secs(1)).unwrap();
+    let mut m = Paced::new(inner, throttle, t0).retry_after_limits(roomy().retry_after);
+    let answer = |n: u32, id| match n % 4 {
+        0 => Event::Response(Response::new(id, 429, WALL).retry_after(b"1")),
+        1 => Event::TransportError(id, TransportErrorKind::Timeout),
+        _ => Event::Response(Response::new(id, 503, WALL)),
+    };
+    let (n, decisions) = allocations(|| drive(&mut m, 400, answer));
+    assert_eq!(n, 0, "{n} allocations over {decisions} decisions");
+    assert!(m.inner().sends() > 100);
+}
+
+#[test]
+fn batch_steps_allocate_nothing() {
+    let t0 = origin();
+    let requests: Vec<_> = (0..32)
+        .map(|i| RequestInfo::new(RequestId(i), Method::Get))
+        .collect();
+    let policy = BatchPolicy {
+        retry: roomy(),
+        concurrency: 6,
+        max_restarts: 2,
+    };
+    let throttle = RateThrottle::new(10, Duration::from_secs(1)).unwrap();
+    let mut b = BatchMachine::new(
+        policy,
+        requests,
+        SplitMix64::new(4),
+        throttle,
+        t0,
+        Duration::from_secs(1_000_000),
+    )
+    .unwrap();
+    // Failures and rate limits keep every item going for the whole run.
+    let answer = |n: u32, id| match n % 3 {
+        0 => Event::Response(Response::new(id, 429, WALL).retry_after(b"1")),
+        1 => Event::Response(Response::new(id, 503, WALL)),
+        _ => Event::TransportError(id, TransportErrorKind::Reset),
+    };
+    let (n, decisions) = allocations(|| drive(&mut b, 1000, answer));
+    assert_eq!(n, 0, "{n} allocations over {decisions} decisions");
+    assert!(
+        decisions > 1000 && b.outcome().is_none(),
+        "{decisions} decisions"
+    );
 }

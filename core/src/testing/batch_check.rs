@@ -146,6 +146,29 @@ impl BatchChecker {
         }
     }
 
+    /// A checker for this batch: its policy, requests and deadline (add
+    /// [`throttled`](Self::throttled) when its pace is a throttle of its own).
+    ///
+    /// ```
+    /// use polite_core::testing::{BatchChecker, SplitMix64, origin};
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, RequestId, RequestInfo, Unpaced};
+    /// use std::time::Duration;
+    /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced,
+    ///                               origin(), Duration::from_secs(10)).unwrap();
+    /// let c = BatchChecker::for_machine(&batch);
+    /// assert_eq!(c.sends(), 0);
+    /// ```
+    #[must_use]
+    pub fn for_machine<R: rand_core::Rng, P: crate::Pace, B: crate::RetryBudget>(
+        batch: &crate::BatchMachine<R, P, B>,
+    ) -> BatchChecker {
+        let requests: Vec<RequestInfo> = (0..batch.len())
+            .filter_map(|i| batch.request(i).copied())
+            .collect();
+        BatchChecker::new(batch.policy(), &requests, batch.deadline())
+    }
+
     /// The batch's pace is a [`RateThrottle`](crate::RateThrottle) of
     /// `limit` per `window` that nothing else uses: check the `rate` and
     /// `cool-down` rules too.
@@ -274,7 +297,7 @@ impl BatchChecker {
                     && let Ok(d) = retry_after::server_delay(v, r.date, r.wall_clock)
                 {
                     if self.throttle.is_some()
-                        && retry.class_of(r.status) == Some(RetryClass::RateLimited)
+                        && retry.class_of_response(r) == Some(RetryClass::RateLimited)
                         && let Some(until) =
                             now.checked_add(d.clamp(retry.retry_after.min, retry.retry_after.max))
                     {
@@ -286,7 +309,7 @@ impl BatchChecker {
                         self.over_cap[item] = d > retry.retry_after.auto_wait_cap;
                     }
                 }
-                (r.id, retry.class_of(r.status))
+                (r.id, retry.class_of_response(r))
             }
             Event::TransportError(id, _) => (*id, Some(RetryClass::Transport)),
         };

@@ -1,6 +1,28 @@
-//! Test toolkit (feature `testing`): a seeded RNG, a virtual-time simulator
-//! that runs a machine against a scripted server, and the invariant checker
-//! polite's own tests use.
+//! Test toolkit (feature `testing`): everything polite's own tests use to
+//! prove the machines keep their promises, public so that you can prove
+//! the same of *your* policies.
+//!
+//! * [`SplitMix64`] and [`Fixed`]: seeded, deterministic random sources;
+//!   [`origin()`]: an arbitrary start for virtual time.
+//! * [`Simulator`]: runs any [`Machine`] against a scripted server (a list
+//!   of [`Scripted`] answers, or a closure of time and request) and returns
+//!   the [`Trace`] of actions with their instants.
+//! * The invariant checkers, written independently of the machines:
+//!   [`Checker`] (one request, paced or not), [`PollChecker`] (waiting for a
+//!   job), [`BatchChecker`] (a batch), [`ThrottleChecker`] (a rate limit);
+//!   all behind the [`Invariants`] trait. Between them they check: no sleep
+//!   past the deadline and no send at or after it, no send after `Stop`
+//!   (and `Stop` sticky), sends within the retry budgets, never before the
+//!   server's `Retry-After`, a non-replayable request sent once, cancel
+//!   honoured, and exactly one outcome (per item, for a batch).
+//! * Machine-independent event scripts: [`Input`], and [`run_script`] /
+//!   [`ScriptRunner`], which play one against any machine with any checker;
+//!   [`explore`] plays *every* script over a small alphabet up to a length.
+//! * `strategies` (feature `proptest`): proptest strategies for scripts and
+//!   policies; its docs show a ten-line property test of your own policy.
+//! * `fuzz` (feature `arbitrary`): scripts decoded from fuzzer bytes, and
+//!   the checks the fuzz targets in `fuzz/` run, so that a test can replay
+//!   a corpus the same way.
 //!
 //! ```
 //! use polite_core::testing::{Scripted, Simulator, SplitMix64};
@@ -53,6 +75,18 @@ mod poll_check;
 pub use poll_check::{JobBoard, PollChecker, PollTrace};
 mod batch_check;
 pub use batch_check::BatchChecker;
+mod throttle_check;
+pub use throttle_check::ThrottleChecker;
+mod script;
+pub use script::{
+    Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock, run_script,
+};
+mod explore;
+pub use explore::{Counterexample, Exploration, explore, explore_from_origin};
+#[cfg(feature = "arbitrary")]
+pub mod fuzz;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 
 /// A "generator" that always yields the same `u64`: for tables that fix the
 /// jitter draw (`Fixed(0)` is `u = 0`, `Fixed(u64::MAX)` is `u` just under 1).
@@ -100,6 +134,10 @@ pub enum ScriptedReply {
         retry_after: Option<Vec<u8>>,
         /// Raw `Date`.
         date: Option<Vec<u8>>,
+        /// Other raw headers (name, value), filed with
+        /// [`Response::header`]: `RateLimit`, `RateLimit-Policy`,
+        /// `X-RateLimit-*`, `x-amz-retry-after`.
+        headers: Vec<(String, Vec<u8>)>,
     },
     /// A transport error.
     Transport(TransportErrorKind),
@@ -116,6 +154,7 @@ impl Scripted {
                 status,
                 retry_after: None,
                 date: None,
+                headers: Vec::new(),
             },
             after: Duration::from_millis(10),
         }
@@ -153,6 +192,23 @@ impl Scripted {
     pub fn date(mut self, value: impl AsRef<[u8]>) -> Scripted {
         if let ScriptedReply::Status { date, .. } = &mut self.reply {
             *date = Some(value.as_ref().to_vec());
+        }
+        self
+    }
+
+    /// Adds a raw header (HTTP answers only), filed into the answer with
+    /// [`Response::header`]: e.g. `RateLimit`, `RateLimit-Policy`,
+    /// `X-RateLimit-Remaining`, `x-amz-retry-after`.
+    ///
+    /// ```
+    /// use polite_core::testing::{Scripted, ScriptedReply};
+    /// let s = Scripted::status(200).header("RateLimit", r#""default";r=0;t=1"#);
+    /// assert!(matches!(s.reply, ScriptedReply::Status { ref headers, .. } if headers.len() == 1));
+    /// ```
+    #[must_use]
+    pub fn header(mut self, name: &str, value: impl AsRef<[u8]>) -> Scripted {
+        if let ScriptedReply::Status { headers, .. } = &mut self.reply {
+            headers.push((name.to_owned(), value.as_ref().to_vec()));
         }
         self
     }
@@ -371,10 +427,14 @@ impl Simulator {
                                     status,
                                     retry_after,
                                     date,
+                                    headers,
                                 } => {
                                     let mut r = Response::new(id, *status, wall);
-                                    r.retry_after = retry_after.as_deref();
-                                    r.date = date.as_deref();
+                                    for (name, value) in headers {
+                                        r = r.header(name, value);
+                                    }
+                                    r.retry_after = retry_after.as_deref().or(r.retry_after);
+                                    r.date = date.as_deref().or(r.date);
                                     self.feed(&mut machine, now, Event::Response(r))?;
                                 }
                                 ScriptedReply::Transport(k) => {
@@ -444,7 +504,8 @@ fn violation(rule: &'static str, detail: String) -> Result<(), Violation> {
 /// * `send-after-deadline`: no send at or after the deadline;
 /// * `abort-at`: every send carries `abort_at = deadline + cushion`;
 /// * `send-after-stop` / `stop-sticky`: after `Stop(o)` every action is `Stop(o)`;
-/// * `retry-budget`: retries charged to a class stay within its budget;
+/// * `retry-budget`: retries charged to a class stay within its budget,
+///   and all retries within `max_total_retries` when the policy sets it;
 /// * `retry-after`: no send before the server's `Retry-After` instant;
 /// * `not-replayable`: a non-replayable request is sent at most once;
 /// * `cancel`: after `Cancel` the next action is `Stop(Cancelled)`;
@@ -489,6 +550,24 @@ impl Checker {
         }
     }
 
+    /// A checker for this machine: its policy, request and deadline.
+    ///
+    /// ```
+    /// use polite_core::testing::{Checker, SplitMix64, origin};
+    /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use std::time::Duration;
+    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), origin(), Duration::from_secs(5)).unwrap();
+    /// let c = Checker::for_machine(&m);
+    /// assert_eq!(c.outcome(), None);
+    /// ```
+    #[must_use]
+    pub fn for_machine<R: rand_core::Rng, B: crate::RetryBudget>(
+        machine: &crate::RetryMachine<R, B>,
+    ) -> Checker {
+        Checker::for_retry(machine.policy(), machine.request()).deadline(machine.deadline())
+    }
+
     /// Tells the checker the deadline up front (otherwise learnt from the
     /// first send).
     #[must_use]
@@ -516,7 +595,8 @@ impl Checker {
                 if self.deadline.is_some_and(|d| now >= d) {
                     self.late_answer = true;
                 }
-                self.last_class = self.policy.class_of(r.status);
+                // The caller's classification wins, as in the machines.
+                self.last_class = self.policy.class_of_response(r);
                 if let Some(v) = r.retry_after
                     && let Ok(d) = retry_after::server_delay(v, r.date, r.wall_clock)
                 {
@@ -598,6 +678,15 @@ impl Checker {
                         return violation(
                             "retry-budget",
                             format!("{} {class} retries", self.retries[class.index()]),
+                        );
+                    }
+                    let total: u32 = self.retries.iter().sum();
+                    if let Some(most) = self.policy.max_total_retries
+                        && total > most
+                    {
+                        return violation(
+                            "retry-budget",
+                            format!("{total} retries in all, at most {most}"),
                         );
                     }
                     if let Some(nb) = self.not_before

@@ -44,7 +44,8 @@ enum Expect {
 /// * `wait-param`: a long poll asks `1 <= n <= min(whole seconds left, max_long_poll)`;
 /// * `mode`: long polls until the server rejects the wait parameter (when
 ///   `long_poll_first`), plain polls after, never back;
-/// * `notice-once`: the notice comes once, and only after the switch;
+/// * `notice-once`: the notice comes once, only after the switch, and
+///   before the first poll without the wait parameter;
 /// * `retry-budget`: consecutive failures per class, between proper answers,
 ///   stay within the class budget;
 /// * `retry-after`: no poll before the server's `Retry-After` instant;
@@ -277,7 +278,7 @@ impl PollChecker {
             (status @ 100..=399, None) | (status @ (0..=99 | 600..), _) => {
                 self.expect(Expect::Stop(Outcome::NotRetryable { status }));
             }
-            (status, _) => match self.policy.retry.class_of(status) {
+            (status, _) => match self.policy.retry.class_of_response(r) {
                 Some(class) => {
                     self.failure = Some(class);
                     self.not_before = server;
@@ -424,6 +425,12 @@ impl PollChecker {
             }
             None if long => {
                 return violation("mode", format!("plain poll {plan:?} in long-poll mode"));
+            }
+            None if self.switched && self.notices == 0 => {
+                return violation(
+                    "notice-once",
+                    format!("plain poll {plan:?} after the switch, but no notice"),
+                );
             }
             None => {}
         }

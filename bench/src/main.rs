@@ -1,0 +1,93 @@
+//! `polite-bench`: the macro benchmarks of BENCHMARKS.md.
+//!
+//! ```text
+//! cargo run --release -p polite-bench -- <suite> [--smoke]
+//! suites: poll quota deadline cancel scale sizes overhead all
+//! ```
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use polite_bench::{Size, cancel, deadline, overhead, poll, quota, scale, stats::Table};
+
+const SUITES: &[&str] = &[
+    "poll", "quota", "deadline", "cancel", "scale", "sizes", "overhead", "all",
+];
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: polite-bench <suite> [--smoke]\n  suites: {}\n  --smoke: tiny sizes (checks the harness, measures nothing)",
+        SUITES.join(" ")
+    );
+    ExitCode::from(2)
+}
+
+fn run_suite(name: &str, size: Size) -> Vec<Table> {
+    match name {
+        "poll" => poll::run(size),
+        "quota" => quota::run(size),
+        "deadline" => deadline::run(size),
+        "cancel" => cancel::run(size),
+        "scale" => scale::run(size),
+        "sizes" => vec![scale::sizes_table(size)],
+        "overhead" => overhead::run(size),
+        _ => Vec::new(),
+    }
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> Option<T> {
+    args.get(i)?.parse().ok()
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        // Hidden helpers of the scale suite (separate processes).
+        Some("serve-lab") => {
+            let (Some(n), Some(job), Some(wait)) = (
+                arg::<usize>(&args, 1),
+                arg::<u64>(&args, 2),
+                arg::<u64>(&args, 3),
+            ) else {
+                return usage();
+            };
+            scale::serve_lab(n, Duration::from_millis(job), Duration::from_millis(wait));
+            ExitCode::SUCCESS
+        }
+        Some("scale-client") => {
+            let (Some(addr), Some(n), Some(variant)) =
+                (args.get(1), arg::<usize>(&args, 2), args.get(3))
+            else {
+                return usage();
+            };
+            scale::scale_client(addr, n, variant);
+            ExitCode::SUCCESS
+        }
+        Some(suite) if SUITES.contains(&suite) => {
+            let size = if args.iter().any(|a| a == "--smoke") {
+                Size::Smoke
+            } else {
+                Size::Full
+            };
+            let names: Vec<&str> = if suite == "all" {
+                vec!["overhead", "deadline", "cancel", "poll", "quota", "scale"]
+            } else {
+                vec![suite]
+            };
+            for name in names {
+                let started = Instant::now();
+                println!("## {name}\n");
+                for table in run_suite(name, size) {
+                    println!("{}", table.render());
+                }
+                println!(
+                    "_(suite `{name}` took {:.1} s; `cargo run --release -p polite-bench -- {name}`)_\n",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        _ => usage(),
+    }
+}

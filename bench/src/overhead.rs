@@ -1,0 +1,243 @@
+//! Overhead: a polite `send` over its HTTP client versus the same client
+//! called directly, on loopback, sequential GETs interleaved in rounds
+//! (each round runs both, the order alternating), per-request medians.
+//!
+//! * polite-tokio `send` (reqwest transport) vs `reqwest` (`get().send()`,
+//!   body read), on a current-thread tokio runtime;
+//! * polite-blocking `send` (ureq transport) vs `ureq` (`call()`, body read);
+//! * polite-async-std `send` vs its own bare `Http1Transport::send` (the
+//!   adapter's transport has no peer crate; this isolates polite's share).
+//!
+//! Both sides of a pair set the same 5 s per-request timeout.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use polite_client::Transport as _;
+use polite_lab::LabConfig;
+
+use crate::stats::{Dist, Table, num, ratio};
+use crate::{Size, get, lab, ms};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Per-request times (ms) of each variant (0 is the peer), and failures.
+#[derive(Debug, Default)]
+struct Samples {
+    times: Vec<Vec<f64>>,
+    failures: usize,
+}
+
+impl Samples {
+    fn new(variants: usize) -> Samples {
+        Samples {
+            times: vec![Vec::new(); variants],
+            failures: 0,
+        }
+    }
+
+    fn push(&mut self, variant: usize, elapsed: Duration, ok: bool) {
+        if !ok {
+            self.failures += 1;
+        }
+        self.times[variant].push(ms(elapsed));
+    }
+
+    /// A row comparing `variant` with the peer (variant 0).
+    fn row(&self, name: &str, variant: usize) -> Vec<String> {
+        let raw = Dist::of(self.times[0].iter().copied());
+        let pol = Dist::of(self.times[variant].iter().copied());
+        let raw_sum: f64 = self.times[0].iter().sum();
+        let pol_sum: f64 = self.times[variant].iter().sum();
+        vec![
+            name.to_owned(),
+            format!("{}", raw.n.min(pol.n)),
+            num(raw.p50 * 1e3, 1),
+            num(pol.p50 * 1e3, 1),
+            format!("**{}**", ratio(pol.p50, raw.p50)),
+            ratio(pol.p90, raw.p90),
+            ratio(pol_sum, raw_sum),
+            self.failures.to_string(),
+        ]
+    }
+}
+
+/// The order of the variants in round `r`: rotated, so each goes first in turn.
+fn order(r: usize, variants: usize) -> impl Iterator<Item = usize> {
+    (0..variants).map(move |k| (k + r) % variants)
+}
+
+async fn interleave_async<F, Fut>(
+    variants: usize,
+    rounds: usize,
+    per_round: usize,
+    warm: usize,
+    mut one: F,
+) -> Samples
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..warm {
+        for v in 0..variants {
+            one(v).await;
+        }
+    }
+    let mut samples = Samples::new(variants);
+    for r in 0..rounds {
+        for v in order(r, variants) {
+            for _ in 0..per_round {
+                let t = Instant::now();
+                let ok = one(v).await;
+                samples.push(v, t.elapsed(), ok);
+            }
+        }
+    }
+    samples
+}
+
+fn interleave_blocking(
+    variants: usize,
+    rounds: usize,
+    per_round: usize,
+    warm: usize,
+    mut one: impl FnMut(usize) -> bool,
+) -> Samples {
+    for _ in 0..warm {
+        for v in 0..variants {
+            one(v);
+        }
+    }
+    let mut samples = Samples::new(variants);
+    for r in 0..rounds {
+        for v in order(r, variants) {
+            for _ in 0..per_round {
+                let t = Instant::now();
+                let ok = one(v);
+                samples.push(v, t.elapsed(), ok);
+            }
+        }
+    }
+    samples
+}
+
+/// Variants: 0 reqwest, 1 polite-tokio's transport alone, 2 polite-tokio `send`.
+fn tokio_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
+    let rt = crate::tokio_current_thread();
+    rt.block_on(async {
+        let raw = crate::reqwest_client();
+        let transport = polite_tokio::ReqwestTransport::new(crate::reqwest_client());
+        let polite = polite_tokio::Client::with_transport(
+            polite_tokio::ReqwestTransport::new(crate::reqwest_client()),
+            polite_tokio::Config::default(),
+        )
+        .expect("default config");
+        interleave_async(3, rounds, per_round, warm, |variant| {
+            let (raw, transport, polite) = (&raw, &transport, &polite);
+            async move {
+                match variant {
+                    2 => polite.send(get(url)).await.is_ok_and(|r| r.status() == 200),
+                    1 => transport
+                        .send(get(url), Instant::now() + TIMEOUT)
+                        .await
+                        .is_ok_and(|r| r.status() == 200),
+                    _ => match raw.get(url).timeout(TIMEOUT).send().await {
+                        Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    },
+                }
+            }
+        })
+        .await
+    })
+}
+
+/// Variants: 0 ureq, 1 polite-blocking's transport alone, 2 polite-blocking `send`.
+fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
+    let agent = crate::ureq_agent();
+    let transport = polite_blocking::UreqTransport::new(crate::ureq_agent());
+    let polite = polite_blocking::Client::with_transport(
+        polite_blocking::UreqTransport::new(crate::ureq_agent()),
+        polite_blocking::Config::default(),
+    )
+    .expect("default config");
+    interleave_blocking(3, rounds, per_round, warm, |variant| match variant {
+        2 => polite.send(get(url)).is_ok_and(|r| r.status() == 200),
+        1 => polite_blocking::block_on(transport.send(get(url), Instant::now() + TIMEOUT))
+            .is_ok_and(|r| r.status() == 200),
+        _ => {
+            let req = agent
+                .get(url)
+                .config()
+                .http_status_as_error(false)
+                .timeout_global(Some(TIMEOUT))
+                .build();
+            match req.call() {
+                Ok(mut r) => r.status() == 200 && r.body_mut().read_to_vec().is_ok(),
+                Err(_) => false,
+            }
+        }
+    })
+}
+
+/// Variants: 0 polite-async-std's bare transport, 1 polite-async-std `send`.
+fn async_std_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
+    let transport = polite_async_std::Http1Transport::new();
+    let polite = polite_async_std::Client::with_transport(
+        polite_async_std::Http1Transport::new(),
+        polite_async_std::Config::default(),
+    )
+    .expect("default config");
+    async_std::task::block_on(interleave_async(2, rounds, per_round, warm, |variant| {
+        let (transport, polite) = (&transport, &polite);
+        async move {
+            if variant == 1 {
+                polite.send(get(url)).await.is_ok_and(|r| r.status() == 200)
+            } else {
+                transport
+                    .send(get(url), Instant::now() + TIMEOUT)
+                    .await
+                    .is_ok_and(|r| r.status() == 200)
+            }
+        }
+    }))
+}
+
+/// Runs the suite.
+#[must_use]
+pub fn run(size: Size) -> Vec<Table> {
+    let rounds = size.pick(20, 2);
+    let per_round = size.pick(100, 5);
+    let warm = size.pick(50, 2);
+    let lab = lab(LabConfig::default());
+    let url = lab.url("/items/a");
+
+    let mut t = Table::new(
+        "Overhead of a polite send over its HTTP client (loopback GET, sequential)",
+        &[
+            "pair (polite vs peer)",
+            "requests each",
+            "peer p50 µs",
+            "polite p50 µs",
+            "p50 ratio",
+            "p90 ratio",
+            "total-time ratio",
+            "failures",
+        ],
+    );
+    let tokio = tokio_samples(&url, rounds, per_round, warm);
+    t.row(tokio.row("polite-tokio `send` vs reqwest", 2));
+    t.row(tokio.row("(polite-tokio's `ReqwestTransport` alone vs reqwest)", 1));
+    let blocking = blocking_samples(&url, rounds, per_round, warm);
+    t.row(blocking.row("polite-blocking `send` vs ureq", 2));
+    t.row(blocking.row("(polite-blocking's `UreqTransport` alone vs ureq)", 1));
+    let asyncstd = async_std_samples(&url, rounds, per_round, warm);
+    t.row(asyncstd.row("polite-async-std `send` vs its bare Http1Transport", 1));
+    t.note(format!(
+        "{rounds} rounds × {per_round} GETs per variant, interleaved (the order rotating per \
+         round), after {warm} warm-up GETs each; one lab on its own thread; target ratio ≤ 1.05. \
+         Rows in parentheses split polite's share: the adapter's transport called directly \
+         (no machine, no drive loop)."
+    ));
+    vec![t]
+}

@@ -1,0 +1,32 @@
+//! The harness at tiny sizes: every suite runs and prints its tables (the
+//! numbers mean nothing at these sizes). Seconds, not minutes.
+
+use std::process::Command;
+
+#[test]
+fn every_suite_runs_at_smoke_size() {
+    let out = Command::new(env!("CARGO_BIN_EXE_polite-bench"))
+        .args(["all", "--smoke"])
+        .output()
+        .expect("run polite-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for suite in ["overhead", "deadline", "cancel", "poll", "quota", "scale"] {
+        assert!(
+            stdout.contains(&format!("## {suite}")),
+            "{suite} missing:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("**Failed run**"), "{stdout}");
+    println!("{stdout}");
+}
+
+#[test]
+fn an_unknown_suite_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_polite-bench"))
+        .arg("nonsense")
+        .output()
+        .expect("run polite-bench");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,189 @@
+//! Exhaustive exploration: every script over a small alphabet of inputs, up
+//! to a length, played against a machine and checked step by step.
+//!
+//! Where a property test samples scripts, the explorer enumerates them all:
+//! for an alphabet of 8 inputs and length 6 that is every one of the
+//! 299,593 scripts of length 0 to 6. It walks them as a tree, cloning the
+//! runner (machine and checker) at each prefix, so each prefix is played
+//! once; each script is also settled to its end (see
+//! [`Settle`](super::Settle)) to check that it ends with exactly one,
+//! sticky outcome.
+
+use std::collections::BTreeMap;
+
+use super::script::{Input, Invariants, ScriptRunner};
+use super::{Violation, origin};
+use crate::machine::Machine;
+
+/// What an exploration covered.
+///
+/// ```
+/// use polite_core::testing::Exploration;
+/// let e = Exploration::default();
+/// assert_eq!(e.scripts, 0);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exploration {
+    /// The longest script: every script of length 0 to this was checked.
+    pub depth: usize,
+    /// Scripts checked: every script of length 0 to the depth.
+    pub scripts: u64,
+    /// Scripts of exactly the full length.
+    pub full_length: u64,
+    /// Events fed to machines in all (script inputs and settling).
+    pub events: u64,
+    /// How the settled scripts ended, by outcome kind (`Succeeded`,
+    /// `TimedOut`, ...).
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+/// A script that breaks an invariant, and what it broke. The explorer
+/// returns a shortest one (after a failure it searches the shorter lengths
+/// again, breadth first by length).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counterexample {
+    /// The inputs, in order.
+    pub script: Vec<Input>,
+    /// The broken invariant.
+    pub violation: Violation,
+}
+
+impl std::fmt::Display for Counterexample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} after the script [", self.violation)?;
+        for (i, input) in self.script.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{input}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+impl std::error::Error for Counterexample {}
+
+/// Plays every script of length 0 to `depth` over `alphabet` against
+/// `runner` (a fresh [`ScriptRunner`] with a machine and its checker),
+/// settling each one to its end.
+///
+/// # Errors
+///
+/// The first [`Counterexample`] found.
+///
+/// ```
+/// use polite_core::testing::{Checker, Input, ScriptRunner, SplitMix64, explore, origin};
+/// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+/// use std::time::Duration;
+///
+/// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+///                           SplitMix64::new(1), origin(), Duration::from_secs(10)).unwrap();
+/// let checker = Checker::for_machine(&m);
+/// let alphabet = [Input::status(200), Input::status(503), Input::Wake, Input::Cancel];
+/// let e = explore(ScriptRunner::new(origin(), m, checker), &alphabet, 4).unwrap();
+/// assert_eq!(e.scripts, 1 + 4 + 16 + 64 + 256);
+/// assert_eq!(e.full_length, 256);
+/// ```
+pub fn explore<M, C>(
+    runner: ScriptRunner<M, C>,
+    alphabet: &[Input],
+    depth: usize,
+) -> Result<Exploration, Counterexample>
+where
+    M: Machine + Clone,
+    C: Invariants<M> + Clone,
+{
+    let mut runner = runner.recording(false);
+    let mut path = Vec::with_capacity(depth);
+    let mut stats = Exploration {
+        depth,
+        ..Exploration::default()
+    };
+    let fail = |path: &[usize], violation| Counterexample {
+        script: path.iter().map(|&i| alphabet[i].clone()).collect(),
+        violation,
+    };
+    runner.start().map_err(|v| fail(&path, v))?;
+    if let Err(v) = walk(&runner, alphabet, depth, &mut path, &mut stats) {
+        // Depth first found *a* counterexample of length `path.len()`;
+        // look for a shorter one, length by length.
+        for shorter in 0..path.len() {
+            let mut p = Vec::with_capacity(shorter);
+            let mut s = Exploration::default();
+            if let Err(v) = walk(&runner, alphabet, shorter, &mut p, &mut s) {
+                return Err(fail(&p, v));
+            }
+        }
+        return Err(fail(&path, v));
+    }
+    Ok(stats)
+}
+
+fn walk<M, C>(
+    runner: &ScriptRunner<M, C>,
+    alphabet: &[Input],
+    left: usize,
+    path: &mut Vec<usize>,
+    stats: &mut Exploration,
+) -> Result<(), Violation>
+where
+    M: Machine + Clone,
+    C: Invariants<M> + Clone,
+{
+    stats.scripts += 1;
+    if left == 0 {
+        stats.full_length += 1;
+    }
+    let (trace, settling) = runner.clone().finish_counted()?;
+    stats.events += settling;
+    let kind = format!("{:?}", trace.outcome);
+    let kind = kind
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    *stats.outcomes.entry(kind.to_owned()).or_default() += 1;
+    if left == 0 {
+        return Ok(());
+    }
+    for (i, input) in alphabet.iter().enumerate() {
+        let mut next = runner.clone();
+        path.push(i);
+        next.step(input)?;
+        stats.events += next.events() - runner.events();
+        walk(&next, alphabet, left - 1, path, stats)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+/// Shorthand: [`explore`] from a runner started at [`origin()`].
+///
+/// # Errors
+///
+/// The first [`Counterexample`] found.
+///
+/// ```
+/// use polite_core::testing::{Checker, Input, SplitMix64, explore_from_origin, origin};
+/// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+/// use std::time::Duration;
+/// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+///                           SplitMix64::new(1), origin(), Duration::from_secs(10)).unwrap();
+/// let c = Checker::for_machine(&m);
+/// assert!(explore_from_origin(m, c, &[Input::status(429).retry_after("1"), Input::Wake], 3).is_ok());
+/// ```
+pub fn explore_from_origin<M, C>(
+    machine: M,
+    checker: C,
+    alphabet: &[Input],
+    depth: usize,
+) -> Result<Exploration, Counterexample>
+where
+    M: Machine + Clone,
+    C: Invariants<M> + Clone,
+{
+    explore(
+        ScriptRunner::new(origin(), machine, checker),
+        alphabet,
+        depth,
+    )
+}

@@ -1,0 +1,1511 @@
+//! Fuzzing (feature `arbitrary`): cases decoded from raw bytes, and the
+//! checks every fuzz target runs.
+//!
+//! The cargo-fuzz targets in `fuzz/` are one line each: they call
+//! [`Target::check`] with libFuzzer's bytes and panic on a [`Failure`]. The
+//! corpus replay test calls the same function with the committed seed
+//! files, so a stable `cargo test` decodes and checks every byte string
+//! exactly as the fuzzer does.
+//!
+//! Each case decodes with [`arbitrary::Unstructured`] into a structured
+//! value (a policy, a request, a seed, a budget and an event script of
+//! [`Input`]s), biased towards the values the machines treat specially
+//! (429 and 503, short and over-the-cap `Retry-After`, HTTP-dates near the
+//! virtual wall clock, wake-ups). Decoding is total: every byte string is a
+//! case. The checks are the same invariant checkers as the property tests,
+//! not only "does not panic".
+//!
+//! ```
+//! use polite_core::testing::fuzz::Target;
+//! for target in Target::ALL {
+//!     // Any bytes at all make a case, and the machines keep every promise.
+//!     target.check(b"\x07\x2a\x00\xff\x10 any bytes at all 429 503").unwrap();
+//! }
+//! assert_eq!(Target::Retry.name(), "retry_script");
+//! ```
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arbitrary::Unstructured;
+
+use super::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
+use super::{BatchChecker, Checker, PollChecker, ThrottleChecker, Violation, origin, violation};
+use crate::batch::{BatchMachine, BatchPolicy};
+use crate::budget::{RetryBucket, RetryCosts};
+use crate::event::{Action, Event, Response, TransportErrorKind};
+use crate::outcome::RetryClass;
+use crate::pace::{Paced, RateThrottle, Unpaced};
+use crate::policy::{BackoffExponent, Jitter, MaxRetries, RetryPolicy, StatusSet};
+use crate::poll::{PollMachine, PollPolicy};
+use crate::ratelimit::{self, RateLimitHeaders, RateLimitInfo};
+use crate::request::{Method, RequestId, RequestInfo};
+use crate::retry::RetryMachine;
+use crate::retry_after::{self, RetryAfter, RetryAfterError};
+use crate::rng::SplitMix64;
+
+/// The fuzz targets, by the name of their file in `fuzz/fuzz_targets/` and
+/// of their corpus folder in `fuzz/corpus/`.
+///
+/// ```
+/// use polite_core::testing::fuzz::Target;
+/// assert_eq!(Target::from_name("poll_script"), Some(Target::Poll));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// `Retry-After` and `Date` parsing against `httpdate`: [`HeaderCase`].
+    RetryAfter,
+    /// A `RetryMachine` over an event script: [`RetryCase`].
+    Retry,
+    /// A `PollMachine` over an event script: [`PollCase`].
+    Poll,
+    /// A `RateThrottle` over calls, a `BatchMachine` and a
+    /// `Paced<RetryMachine>` over event scripts: [`PaceCase`].
+    Pace,
+    /// `RateLimit`, `RateLimit-Policy` and `X-RateLimit-*` parsing, against
+    /// an independent reading with `sfv`'s parsed types: [`RateLimitCase`].
+    RateLimit,
+}
+
+impl Target {
+    /// Every target.
+    pub const ALL: [Target; 5] = [
+        Target::RetryAfter,
+        Target::Retry,
+        Target::Poll,
+        Target::Pace,
+        Target::RateLimit,
+    ];
+
+    /// The target's name.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Target::RetryAfter => "retry_after",
+            Target::Retry => "retry_script",
+            Target::Poll => "poll_script",
+            Target::Pace => "pace_script",
+            Target::RateLimit => "ratelimit",
+        }
+    }
+
+    /// The target named `name`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Decodes `data` as this target's case and checks it.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`]: the decoded case and the invariant it broke.
+    pub fn check(self, data: &[u8]) -> Result<(), Failure> {
+        match self {
+            Target::RetryAfter => run::<HeaderCase>(data),
+            Target::Retry => run::<RetryCase>(data),
+            Target::Poll => run::<PollCase>(data),
+            Target::Pace => run::<PaceCase>(data),
+            Target::RateLimit => run::<RateLimitCase>(data),
+        }
+    }
+}
+
+/// A case that broke an invariant: what it decoded to, and what broke.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{violation}\n  case: {case}")]
+pub struct Failure {
+    /// The decoded case, as `{:?}`.
+    pub case: String,
+    /// The broken invariant.
+    pub violation: Violation,
+}
+
+/// A fuzz case: decoded from any bytes, then checked.
+pub trait Case: Sized + std::fmt::Debug {
+    /// Decodes `data` (never fails: missing bytes read as zeros).
+    fn decode(data: &[u8]) -> Self;
+    /// Runs the case under its invariant checker.
+    ///
+    /// # Errors
+    ///
+    /// The first [`Violation`].
+    fn check(&self) -> Result<(), Violation>;
+}
+
+fn run<C: Case>(data: &[u8]) -> Result<(), Failure> {
+    let case = C::decode(data);
+    case.check().map_err(|violation| Failure {
+        case: format!("{case:?}"),
+        violation,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Decoding helpers. `Unstructured` answers the low end of a range once the
+// data runs out, so none of these fail.
+// ---------------------------------------------------------------------------
+
+type U<'a, 'b> = &'b mut Unstructured<'a>;
+
+fn int(u: U<'_, '_>, range: std::ops::RangeInclusive<u64>) -> u64 {
+    let start = *range.start();
+    u.int_in_range(range).unwrap_or(start)
+}
+
+fn pick<T: Copy>(u: U<'_, '_>, choices: &[T]) -> T {
+    choices[int(u, 0..=choices.len() as u64 - 1) as usize]
+}
+
+fn flag(u: U<'_, '_>) -> bool {
+    int(u, 0..=1) == 1
+}
+
+fn bytes(u: U<'_, '_>, max: usize) -> Vec<u8> {
+    let n = (int(u, 0..=max as u64) as usize).min(u.len());
+    u.bytes(n).map(<[u8]>::to_vec).unwrap_or_default()
+}
+
+fn millis(u: U<'_, '_>) -> Duration {
+    let ms = match int(u, 0..=9) {
+        0 => 0,
+        1 => 1,
+        2 => 10,
+        3 => 250,
+        4 => 1_000,
+        5 => 2_500,
+        6 => 30_000,
+        _ => int(u, 0..=60_000),
+    };
+    Duration::from_millis(ms)
+}
+
+fn status(u: U<'_, '_>) -> u16 {
+    match int(u, 0..=19) {
+        0..=3 => 200,
+        4 => 204,
+        5 => 202,
+        6 => 404,
+        7 => 400,
+        8..=10 => 429,
+        11..=13 => 503,
+        14 => 500,
+        15 => 502,
+        16 => 501,
+        17 => 301,
+        _ => int(u, 0..=u64::from(u16::MAX)) as u16,
+    }
+}
+
+/// An IMF-fixdate `secs` after the epoch (clamped below the year 10000).
+fn imf(secs: u64) -> String {
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs.min(MAX_DATE_SECS)))
+}
+
+/// The last second `httpdate` can format: 9999-12-31 23:59:59.
+const MAX_DATE_SECS: u64 = 253_402_300_799;
+
+fn wall_secs() -> u64 {
+    default_wall_clock()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A raw header value: delta-seconds (small, around the caps, huge),
+/// HTTP-dates near the virtual wall clock, known-invalid values, or any
+/// bytes.
+fn header(u: U<'_, '_>) -> Vec<u8> {
+    let near = |u: U<'_, '_>| wall_secs() + int(u, 0..=400) - 100;
+    match int(u, 0..=11) {
+        0 | 1 => int(u, 0..=5).to_string().into_bytes(),
+        2 => int(u, 0..=400).to_string().into_bytes(),
+        3 => pick(u, &["59", "60", "61", "300", "301", "86400"]).into(),
+        4 | 5 => imf(near(u)).into_bytes(),
+        6 => pick(
+            u,
+            &[
+                "-1",
+                "+1",
+                "1.5",
+                "",
+                " ",
+                " 2 ",
+                "99999999999999999999999",
+                "18446744073709551615",
+                "Sun, 06 Nov 1994 08:49:37 GMT",
+                "Sunday, 06-Nov-94 08:49:37 GMT",
+                "Sun Nov  6 08:49:37 1994",
+                "Sun, 06 Nov 1994 08:49:37 UTC",
+            ],
+        )
+        .into(),
+        7 => u64::from(u.arbitrary::<u32>().unwrap_or(0))
+            .to_string()
+            .into_bytes(),
+        _ => bytes(u, 80),
+    }
+}
+
+/// Values of the `RateLimit` and `RateLimit-Policy` fields: typical ones,
+/// edge cases, and any bytes.
+fn sf_value(u: U<'_, '_>) -> Vec<u8> {
+    match int(u, 0..=3) {
+        0 => bytes(u, 60),
+        _ => pick(
+            u,
+            &[
+                r#""default";r=0;t=2"#,
+                r#""default";r=5;t=30"#,
+                r#""default";r=0;t=86400"#,
+                r#""default";q=10;w=1"#,
+                r#""default";q=100;w=60"#,
+                r#""permin";q=50;w=60,"perhr";q=1000;w=3600"#,
+                r#"a;q=1;w=3600"#,
+                r#""a";q=0;w=10"#,
+                r#""a";r=-1;t=3"#,
+                r#""a";q=10;w=0"#,
+                r#"("a" "b");q=1;w=1"#,
+                r#""pk";q=5;w=2;pk=:cGsx:"#,
+                "garbage;;",
+                "",
+            ],
+        )
+        .into(),
+    }
+}
+
+/// A rate-limit header: name and raw value.
+fn rate_header(u: U<'_, '_>) -> (String, Vec<u8>) {
+    let name = pick(
+        u,
+        &[
+            "RateLimit",
+            "RateLimit-Policy",
+            "X-RateLimit-Limit",
+            "X-RateLimit-Remaining",
+            "X-RateLimit-Reset",
+            "x-amz-retry-after",
+        ],
+    );
+    let value = match name {
+        "RateLimit" | "RateLimit-Policy" => sf_value(u),
+        "X-RateLimit-Reset" => match int(u, 0..=2) {
+            0 => int(u, 0..=120).to_string().into_bytes(),
+            1 => (wall_secs() + int(u, 0..=120)).to_string().into_bytes(),
+            _ => header(u),
+        },
+        _ => match int(u, 0..=2) {
+            0 => b"0".to_vec(),
+            1 => int(u, 0..=5_000).to_string().into_bytes(),
+            _ => header(u),
+        },
+    };
+    (name.to_owned(), value)
+}
+
+fn transport_kind(u: U<'_, '_>) -> TransportErrorKind {
+    pick(
+        u,
+        &[
+            TransportErrorKind::Refused,
+            TransportErrorKind::Reset,
+            TransportErrorKind::Dns,
+            TransportErrorKind::Timeout,
+            TransportErrorKind::Aborted,
+            TransportErrorKind::Tls,
+            TransportErrorKind::Other,
+        ],
+    )
+}
+
+/// Which machine a script is for: what its answers carry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    Retry,
+    Poll,
+    Batch,
+}
+
+fn job(u: U<'_, '_>) -> Option<Job> {
+    let state = |s: &str| Some(Job::State(s.to_owned()));
+    match int(u, 0..=15) {
+        0 => None,
+        1..=6 => state("running"),
+        7 | 8 => state("queued"),
+        9 => state("passed"),
+        10 => state("failed"),
+        11 => state("cancelled"),
+        12 => Some(Job::LongPollUnsupported),
+        13 => state("a-state-name-far-longer-than-thirty-one-bytes"),
+        _ => Some(Job::State(
+            String::from_utf8_lossy(&bytes(u, 40)).into_owned(),
+        )),
+    }
+}
+
+fn answer(u: U<'_, '_>, flavour: Flavour, late: bool) -> Input {
+    let status = status(u);
+    let retry_after = (int(u, 0..=2) > 0).then(|| header(u));
+    let date = (int(u, 0..=5) == 0).then(|| header(u));
+    let job = if flavour == Flavour::Poll {
+        job(u)
+    } else {
+        None
+    };
+    let generation = match int(u, 0..=15) {
+        0 => Some(7),
+        1 => Some(8),
+        _ => None,
+    };
+    let pick = if flavour == Flavour::Batch {
+        int(u, 0..=15) as u32
+    } else {
+        0
+    };
+    let mut headers = Vec::new();
+    while headers.len() < 3 && int(u, 0..=3) == 0 {
+        headers.push(rate_header(u));
+    }
+    let retry_class = match int(u, 0..=15) {
+        0 => Some(RetryClass::RateLimited),
+        1 => Some(RetryClass::ServerError),
+        2 => Some(RetryClass::Transport),
+        _ => None,
+    };
+    Input::Answer(Answer {
+        status,
+        retry_after,
+        date,
+        job,
+        generation,
+        headers,
+        retry_class,
+        late,
+        pick,
+        after: millis(u),
+    })
+}
+
+fn input(u: U<'_, '_>, flavour: Flavour) -> Input {
+    match int(u, 0..=31) {
+        0..=13 => answer(u, flavour, false),
+        14 | 15 => answer(u, flavour, true),
+        16..=18 => Input::Transport {
+            kind: transport_kind(u),
+            pick: int(u, 0..=15) as u32,
+            after: millis(u),
+        },
+        19 => Input::Stray {
+            item: int(u, 0..=12) as u32,
+            attempt: int(u, 0..=6) as u32,
+            status: status(u),
+        },
+        20..=22 => Input::Tick(millis(u)),
+        23..=25 => Input::Wake,
+        26..=28 => Input::WakeIfIdle,
+        29 => Input::Cancel,
+        _ => Input::Backwards(millis(u)),
+    }
+}
+
+/// At most this many inputs per script.
+const MAX_SCRIPT: usize = 64;
+
+fn script(u: U<'_, '_>, flavour: Flavour) -> Vec<Input> {
+    let mut script = Vec::new();
+    while !u.is_empty() && script.len() < MAX_SCRIPT {
+        script.push(input(u, flavour));
+    }
+    script
+}
+
+fn jitter(u: U<'_, '_>) -> Jitter {
+    match int(u, 0..=3) {
+        0 => Jitter::None,
+        1 => Jitter::Full,
+        2 => Jitter::Equal,
+        _ => Jitter::Percent(int(u, 0..=100) as u8),
+    }
+}
+
+fn retry_policy(u: U<'_, '_>) -> RetryPolicy {
+    let mut p = RetryPolicy {
+        max_retries: MaxRetries {
+            rate_limited: int(u, 0..=5) as u32,
+            server_error: int(u, 0..=5) as u32,
+            transport: int(u, 0..=5) as u32,
+        },
+        ..RetryPolicy::default()
+    };
+    if flag(u) {
+        // SPEC §2.2: only 429 and 503 are retried.
+        p.server_error_statuses = StatusSet::of(&[503]);
+    }
+    p.backoff.jitter = jitter(u);
+    p.backoff.base = Duration::from_millis(int(u, 1..=2_000));
+    p.backoff.multiplier = int(u, 1..=4) as u32;
+    p.backoff.cap = p
+        .backoff
+        .base
+        .max(Duration::from_secs(pick(u, &[4, 1, 30])));
+    p.retry_after.min = Duration::from_millis(pick(u, &[1_000, 1, 100, 3_000]));
+    p.retry_after.auto_wait_cap = Duration::from_secs(pick(u, &[60, 1, 5, 30, 300]));
+    p.retry_after.min = p.retry_after.min.min(p.retry_after.auto_wait_cap);
+    p.transport_cushion = Duration::from_millis(pick(u, &[2_000, 0, 100]));
+    // The AWS-style knobs.
+    if int(u, 0..=3) == 0 {
+        p.max_total_retries = Some(int(u, 0..=4) as u32);
+    }
+    if int(u, 0..=3) == 0 {
+        let mut b = p.backoff;
+        b.base = Duration::from_millis(int(u, 1..=2_000));
+        b.cap = b.base.max(Duration::from_secs(pick(u, &[20, 1, 5])));
+        b.jitter = jitter(u);
+        p.rate_limited_backoff = Some(b);
+    }
+    if flag(u) {
+        p.backoff_exponent = BackoffExponent::AllRetries;
+    }
+    if int(u, 0..=3) == 0 {
+        p.retry_after_ms = Some(Duration::from_millis(pick(u, &[5_000, 0, 100, 20_000])));
+    }
+    p.backoff_when_budget_empty = int(u, 0..=3) == 0;
+    p
+}
+
+/// A shared retry budget: none, or a token bucket of some capacity and
+/// fill (default costs: 5 per rate-limited retry, 14 per other retry).
+fn bucket(u: U<'_, '_>) -> Option<(u32, u32)> {
+    (int(u, 0..=2) == 0).then(|| {
+        let capacity = pick(u, &[500, 0, 10, 20, 50]);
+        (capacity, int(u, 0..=u64::from(capacity)) as u32)
+    })
+}
+
+fn request(u: U<'_, '_>) -> RequestInfo {
+    let (id, m) = (RequestId(1), Method::Get);
+    match int(u, 0..=7) {
+        0 => RequestInfo::new(id, Method::Post),
+        1 => RequestInfo::new(id, Method::Post).with_idempotency_key(),
+        2 => RequestInfo::new(id, Method::Put).with_one_shot_body(),
+        3 => RequestInfo::new(id, m).with_generation(7),
+        4 => RequestInfo::new(id, Method::Delete),
+        _ => RequestInfo::new(id, m),
+    }
+}
+
+fn timeout(u: U<'_, '_>) -> Duration {
+    match int(u, 0..=7) {
+        0 => Duration::from_millis(int(u, 0..=2_000)),
+        1 => Duration::from_secs(600),
+        _ => Duration::from_millis(int(u, 0..=120_000)),
+    }
+}
+
+/// A settling mode: nothing answers any more, or everything answers 200.
+fn settle(u: U<'_, '_>) -> Settle {
+    if flag(u) {
+        Settle::Answer(200)
+    } else {
+        Settle::Hang
+    }
+}
+
+// ---------------------------------------------------------------------------
+// retry_script
+// ---------------------------------------------------------------------------
+
+/// A `RetryMachine` with a policy, a request, a seed and a budget, over an
+/// event script, checked by [`Checker`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryCase {
+    /// The policy.
+    pub policy: RetryPolicy,
+    /// The request.
+    pub request: RequestInfo,
+    /// The jitter seed.
+    pub seed: u64,
+    /// The budget.
+    pub timeout: Duration,
+    /// A shared retry budget (token bucket capacity, tokens), if any.
+    pub bucket: Option<(u32, u32)>,
+    /// How the machine is brought to its end after the script.
+    pub settle: Settle,
+    /// The script.
+    pub script: Vec<Input>,
+}
+
+impl Case for RetryCase {
+    fn decode(data: &[u8]) -> RetryCase {
+        let u = &mut Unstructured::new(data);
+        RetryCase {
+            policy: retry_policy(u),
+            request: request(u),
+            seed: u.arbitrary().unwrap_or(0),
+            timeout: timeout(u),
+            bucket: bucket(u),
+            settle: settle(u),
+            script: script(u, Flavour::Retry),
+        }
+    }
+
+    fn check(&self) -> Result<(), Violation> {
+        let t0 = origin();
+        let m = RetryMachine::new(
+            self.policy,
+            self.request,
+            SplitMix64::new(self.seed),
+            t0,
+            self.timeout,
+        )
+        .map_err(|e| Violation {
+            rule: "valid-policy",
+            detail: e.to_string(),
+        })?;
+        let checker = Checker::for_machine(&m);
+        let trace = match self.bucket {
+            None => {
+                let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
+                run.play(&self.script)?;
+                run.finish()?
+            }
+            Some((capacity, tokens)) => {
+                let bucket = RetryBucket::new(capacity, RetryCosts::default()).with_tokens(tokens);
+                let m = m.with_budget(bucket);
+                let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
+                run.play(&self.script)?;
+                run.finish()?
+            }
+        };
+        let sends = trace.sends().count() as u32;
+        let b = self.policy.max_retries;
+        if sends > 1 + b.rate_limited + b.server_error + b.transport {
+            return violation("retry-budget", format!("{sends} sends in all"));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// poll_script
+// ---------------------------------------------------------------------------
+
+/// A `PollMachine` with a policy, a request, a seed and a budget, over an
+/// event script, checked by [`PollChecker`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PollCase {
+    /// The policy.
+    pub policy: PollPolicy,
+    /// The request.
+    pub request: RequestInfo,
+    /// The jitter seed.
+    pub seed: u64,
+    /// The budget.
+    pub timeout: Duration,
+    /// How the machine is brought to its end after the script.
+    pub settle: Settle,
+    /// The script.
+    pub script: Vec<Input>,
+}
+
+impl Case for PollCase {
+    fn decode(data: &[u8]) -> PollCase {
+        let u = &mut Unstructured::new(data);
+        let mut policy = PollPolicy {
+            retry: retry_policy(u),
+            long_poll_first: int(u, 0..=4) > 0,
+            max_long_poll: Duration::from_secs(int(u, 1..=40)),
+            min_long_poll_interval: Duration::from_millis(pick(u, &[1_000, 0, 10, 2_000])),
+            ..PollPolicy::default()
+        };
+        policy.backoff.jitter = jitter(u);
+        policy.backoff.base = Duration::from_millis(int(u, 1..=3_000));
+        policy.backoff.multiplier = int(u, 1..=3) as u32;
+        policy.backoff.cap = policy.backoff.base.max(Duration::from_secs(15));
+        PollCase {
+            policy,
+            request: request(u),
+            seed: u.arbitrary().unwrap_or(0),
+            timeout: match int(u, 0..=3) {
+                0 => timeout(u),
+                _ => Duration::from_millis(int(u, 0..=600_000)),
+            },
+            settle: settle(u),
+            script: script(u, Flavour::Poll),
+        }
+    }
+
+    fn check(&self) -> Result<(), Violation> {
+        let t0 = origin();
+        let m = PollMachine::new(
+            self.policy,
+            self.request,
+            SplitMix64::new(self.seed),
+            t0,
+            self.timeout,
+        )
+        .map_err(|e| Violation {
+            rule: "valid-policy",
+            detail: e.to_string(),
+        })?;
+        let checker = PollChecker::for_machine(&m);
+        let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
+        run.play(&self.script)?;
+        run.finish().map(drop)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// pace_script
+// ---------------------------------------------------------------------------
+
+/// One call on a throttle, after the caller's clock moved by `step_ms`
+/// (negative: backwards).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThrottleOp {
+    /// `acquire(now)`.
+    Acquire {
+        /// Clock step before the call, in ms.
+        step_ms: i64,
+    },
+    /// `cool_down(now + for_ms)`.
+    CoolDown {
+        /// Clock step before the call, in ms.
+        step_ms: i64,
+        /// How long the cool-down lasts from now.
+        for_ms: u64,
+    },
+}
+
+/// Pacing: a `RateThrottle` over a sequence of calls (checked against
+/// [`ThrottleChecker`]'s reference); a `BatchMachine` with that throttle
+/// (or unpaced) over an event script (checked by [`BatchChecker`]); and a
+/// `Paced<RetryMachine>` over another script (checked by [`Checker`], and
+/// at most `limit` sends per window).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaceCase {
+    /// Throttle limit.
+    pub limit: u32,
+    /// Throttle window.
+    pub window: Duration,
+    /// Throttle margin.
+    pub margin: Duration,
+    /// Calls on the throttle alone.
+    pub ops: Vec<ThrottleOp>,
+    /// The batch's policy.
+    pub batch: BatchPolicy,
+    /// The batch's requests.
+    pub requests: Vec<RequestInfo>,
+    /// Whether the batch goes through the throttle (else unpaced).
+    pub throttled: bool,
+    /// Whether the batch and the paced machine go through a *learning*
+    /// throttle instead (sized by `RateLimit-Policy`; no `rate` check).
+    pub learning: bool,
+    /// Whether `X-RateLimit-*` headers are read too.
+    pub x_ratelimit: bool,
+    /// The jitter seed.
+    pub seed: u64,
+    /// The budget (batch and paced machine).
+    pub timeout: Duration,
+    /// A retry budget shared by the batch's items (token bucket capacity,
+    /// tokens), if any.
+    pub bucket: Option<(u32, u32)>,
+    /// How the batch is brought to its end after its script.
+    pub settle: Settle,
+    /// The batch's script.
+    pub script: Vec<Input>,
+    /// The paced retry machine's script.
+    pub paced: Vec<Input>,
+}
+
+impl Case for PaceCase {
+    fn decode(data: &[u8]) -> PaceCase {
+        let u = &mut Unstructured::new(data);
+        let limit = int(u, 1..=6) as u32;
+        let window = Duration::from_millis(int(u, 1..=3_000));
+        let margin = Duration::from_millis(pick(u, &[50, 0, 1, 100]));
+        let mut ops = Vec::new();
+        for _ in 0..int(u, 0..=48) {
+            let step_ms = int(u, 0..=1_800) as i64 - 300;
+            ops.push(if int(u, 0..=9) == 0 {
+                ThrottleOp::CoolDown {
+                    step_ms,
+                    for_ms: int(u, 0..=3_000),
+                }
+            } else {
+                ThrottleOp::Acquire { step_ms }
+            });
+        }
+        let batch = BatchPolicy {
+            retry: retry_policy(u),
+            concurrency: int(u, 1..=5) as u32,
+            max_restarts: int(u, 0..=3) as u32,
+        };
+        let requests = (0..int(u, 0..=9))
+            .map(|i| {
+                let method = if int(u, 0..=4) == 0 {
+                    Method::Post
+                } else {
+                    Method::Get
+                };
+                RequestInfo::new(RequestId(i), method)
+            })
+            .collect();
+        let throttled = int(u, 0..=3) > 0;
+        let learning = int(u, 0..=3) == 0;
+        let x_ratelimit = flag(u);
+        let seed = u.arbitrary().unwrap_or(0);
+        let timeout = Duration::from_millis(match int(u, 0..=1) {
+            0 => int(u, 0..=20_000),
+            _ => int(u, 20_000..=200_000),
+        });
+        let bucket = bucket(u);
+        let settle = settle(u);
+        let split = int(u, 0..=3);
+        let all = script(u, Flavour::Batch);
+        let (script, paced) = if split == 0 {
+            (Vec::new(), all)
+        } else {
+            (all, Vec::new())
+        };
+        PaceCase {
+            limit,
+            window,
+            margin,
+            ops,
+            batch,
+            requests,
+            throttled,
+            learning,
+            x_ratelimit,
+            seed,
+            timeout,
+            bucket,
+            settle,
+            script,
+            paced,
+        }
+    }
+
+    fn check(&self) -> Result<(), Violation> {
+        let invalid = |e: crate::PolicyError| Violation {
+            rule: "valid-policy",
+            detail: e.to_string(),
+        };
+        let t0 = origin();
+        let throttle = RateThrottle::new(self.limit, self.window)
+            .map_err(invalid)?
+            .with_margin(self.margin);
+
+        // The throttle alone, call by call.
+        let mut t = throttle.clone();
+        let mut checker = ThrottleChecker::for_throttle(&t);
+        let mut clock = t0;
+        for op in &self.ops {
+            let step = |clock: Instant, ms: i64| {
+                if ms >= 0 {
+                    clock + Duration::from_millis(ms.unsigned_abs())
+                } else {
+                    clock
+                        .checked_sub(Duration::from_millis(ms.unsigned_abs()))
+                        .unwrap_or(t0)
+                        .max(t0)
+                }
+            };
+            match *op {
+                ThrottleOp::Acquire { step_ms } => {
+                    clock = step(clock, step_ms);
+                    checker.acquire(clock, t.acquire(clock))?;
+                }
+                ThrottleOp::CoolDown { step_ms, for_ms } => {
+                    clock = step(clock, step_ms);
+                    let until = clock + Duration::from_millis(for_ms);
+                    t.cool_down(until);
+                    checker.cool_down(until);
+                }
+            }
+        }
+
+        // A batch through the throttle (or unpaced, or a learning throttle).
+        let headers = if self.x_ratelimit {
+            RateLimitHeaders::default().with_x_ratelimit()
+        } else {
+            RateLimitHeaders::default()
+        };
+        let rng = SplitMix64::new(self.seed);
+        let requests = self.requests.clone();
+        let (policy, timeout) = (self.batch, self.timeout);
+        let learner = || RateThrottle::learning(self.limit.max(1) * 10).map_err(invalid);
+        if self.learning {
+            let b = BatchMachine::new(policy, requests, rng, learner()?, t0, timeout)
+                .map_err(invalid)?
+                .rate_limit_headers(headers);
+            let c = BatchChecker::for_machine(&b);
+            budgeted(t0, b, c, self.bucket, self.settle, &self.script)?;
+        } else if self.throttled {
+            let b = BatchMachine::new(policy, requests, rng, throttle.clone(), t0, timeout)
+                .map_err(invalid)?
+                .rate_limit_headers(headers);
+            let c = BatchChecker::for_machine(&b).throttled(self.limit, self.window);
+            budgeted(t0, b, c, self.bucket, self.settle, &self.script)?;
+        } else {
+            let b = BatchMachine::new(policy, requests, rng, Unpaced, t0, timeout)
+                .map_err(invalid)?
+                .rate_limit_headers(headers);
+            let c = BatchChecker::for_machine(&b);
+            budgeted(t0, b, c, self.bucket, self.settle, &self.script)?;
+        }
+
+        // One retry machine through the throttle.
+        let retry = policy.retry;
+        let m = RetryMachine::new(
+            retry,
+            RequestInfo::new(RequestId(1), Method::Get),
+            SplitMix64::new(self.seed),
+            t0,
+            timeout,
+        )
+        .map_err(invalid)?;
+        if self.learning {
+            let checker = Checker::for_machine(&m);
+            let paced = Paced::new(m, learner()?, t0)
+                .retry_after_limits(retry.retry_after)
+                .rate_limit_headers(headers);
+            batch(t0, paced, checker, Settle::Hang, &self.paced)
+        } else {
+            let checker = (
+                Checker::for_machine(&m),
+                SendRate::new(self.limit, self.window),
+            );
+            let paced = Paced::new(m, throttle, t0)
+                .retry_after_limits(retry.retry_after)
+                .rate_limit_headers(headers);
+            batch(t0, paced, checker, Settle::Hang, &self.paced)
+        }
+    }
+}
+
+/// Runs a batch with the shared retry budget, if any.
+fn budgeted<P: crate::Pace>(
+    t0: Instant,
+    b: BatchMachine<SplitMix64, P>,
+    c: BatchChecker,
+    bucket: Option<(u32, u32)>,
+    settle: Settle,
+    script: &[Input],
+) -> Result<(), Violation> {
+    match bucket {
+        None => batch(t0, b, c, settle, script),
+        Some((capacity, tokens)) => {
+            let bucket = RetryBucket::new(capacity, RetryCosts::default()).with_tokens(tokens);
+            batch(t0, b.with_budget(bucket), c, settle, script)
+        }
+    }
+}
+
+fn batch<M, C>(t0: Instant, b: M, c: C, settle: Settle, script: &[Input]) -> Result<(), Violation>
+where
+    M: crate::Machine,
+    C: Invariants<M>,
+{
+    let mut run = ScriptRunner::new(t0, b, c).settle(settle);
+    run.play(script)?;
+    run.finish().map(drop)
+}
+
+/// At most `limit` sends in any half-open window (`rate`), for a machine
+/// that sends through a throttle of its own.
+#[derive(Clone, Debug)]
+struct SendRate {
+    limit: usize,
+    window: Duration,
+    sends: Vec<Instant>,
+}
+
+impl SendRate {
+    fn new(limit: u32, window: Duration) -> SendRate {
+        SendRate {
+            limit: limit as usize,
+            window,
+            sends: Vec::new(),
+        }
+    }
+}
+
+impl<M: ?Sized> Invariants<M> for SendRate {
+    fn input(&mut self, _now: Instant, _event: &Event<'_>) {}
+    fn output(&mut self, now: Instant, action: &Action) -> Result<(), Violation> {
+        if let Action::Send(_) = action {
+            let window = self.window;
+            self.sends
+                .retain(|s| s.checked_add(window).is_none_or(|end| end > now));
+            if self.sends.len() >= self.limit {
+                return violation(
+                    "rate",
+                    format!("{} sends within {window:?}", self.sends.len() + 1),
+                );
+            }
+            self.sends.push(now);
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// retry_after
+// ---------------------------------------------------------------------------
+
+/// A `Retry-After` value, a `Date` value and a wall-clock time, checked
+/// against the rules of SPEC §2.1 and against `httpdate`; and an instant
+/// formatted in the three HTTP-date forms, which must parse back to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderCase {
+    /// The raw `Retry-After` value.
+    pub value: Vec<u8>,
+    /// The raw `Date` value.
+    pub date: Option<Vec<u8>>,
+    /// The wall clock, in seconds after the epoch.
+    pub wall_secs: u64,
+    /// An instant, in seconds after the epoch (up to the year 9999), for
+    /// the round trip.
+    pub round_trip_secs: u64,
+}
+
+impl Case for HeaderCase {
+    fn decode(data: &[u8]) -> HeaderCase {
+        let u = &mut Unstructured::new(data);
+        let round_trip_secs = int(u, 0..=MAX_DATE_SECS);
+        let wall_secs = match int(u, 0..=3) {
+            0 => int(u, 0..=MAX_DATE_SECS),
+            _ => round_trip_secs
+                .saturating_add(int(u, 0..=600))
+                .saturating_sub(300),
+        };
+        let date = match int(u, 0..=3) {
+            0 => None,
+            1 => Some(imf(wall_secs)),
+            2 => Some(imf(round_trip_secs.saturating_sub(int(u, 0..=400)))),
+            _ => Some(String::from_utf8_lossy(&bytes(u, 40)).into_owned()),
+        }
+        .map(String::into_bytes);
+        let value = match int(u, 0..=7) {
+            0 => forms(round_trip_secs)[0].clone().into_bytes(),
+            1 => forms(round_trip_secs)[1].clone().into_bytes(),
+            2 => forms(round_trip_secs)[2].clone().into_bytes(),
+            3 => {
+                // A date with one byte changed.
+                let mut v = forms(round_trip_secs)[int(u, 0..=2) as usize]
+                    .clone()
+                    .into_bytes();
+                let i = int(u, 0..=v.len() as u64 - 1) as usize;
+                v[i] = u.arbitrary().unwrap_or(b' ');
+                v
+            }
+            _ => {
+                let n = u.len();
+                u.bytes(n).map(<[u8]>::to_vec).unwrap_or_default()
+            }
+        };
+        HeaderCase {
+            value,
+            date,
+            wall_secs,
+            round_trip_secs,
+        }
+    }
+
+    fn check(&self) -> Result<(), Violation> {
+        let wall = UNIX_EPOCH + Duration::from_secs(self.wall_secs);
+        check_retry_after(&self.value, self.date.as_deref(), wall)?;
+        // Round trip: every form of the instant parses back to it, with or
+        // without surrounding whitespace.
+        let at = UNIX_EPOCH + Duration::from_secs(self.round_trip_secs.min(MAX_DATE_SECS));
+        let year = httpdate_year(&forms(self.round_trip_secs)[0]);
+        for (i, form) in forms(self.round_trip_secs).iter().enumerate() {
+            if i == 1 && !(1970..=2069).contains(&year) {
+                continue; // two-digit years name 1970..=2069 only
+            }
+            for v in [form.clone(), format!(" \t{form} ")] {
+                let got = RetryAfter::parse(v.as_bytes());
+                if got != Ok(RetryAfter::At(at)) {
+                    return violation("date-round-trip", format!("{v:?} parsed as {got:?}"));
+                }
+                check_retry_after(v.as_bytes(), self.date.as_deref(), wall)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The year of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+fn httpdate_year(imf: &str) -> u32 {
+    imf.get(12..16)
+        .and_then(|y| y.parse().ok())
+        .unwrap_or_default()
+}
+
+/// The IMF-fixdate, RFC 850 and asctime forms of an instant.
+fn forms(secs: u64) -> [String; 3] {
+    let fixdate = imf(secs);
+    // "Sun, 06 Nov 1994 08:49:37 GMT"
+    let (wd, day, mon, year, time) = (
+        &fixdate[0..3],
+        &fixdate[5..7],
+        &fixdate[8..11],
+        &fixdate[12..16],
+        &fixdate[17..25],
+    );
+    let long = match wd {
+        "Mon" => "Monday",
+        "Tue" => "Tuesday",
+        "Wed" => "Wednesday",
+        "Thu" => "Thursday",
+        "Fri" => "Friday",
+        "Sat" => "Saturday",
+        _ => "Sunday",
+    };
+    let rfc850 = format!("{long}, {day}-{mon}-{} {time} GMT", &year[2..]);
+    let day_sp = day
+        .strip_prefix('0')
+        .map_or(day.to_owned(), |d| format!(" {d}"));
+    let asctime = format!("{wd} {mon} {day_sp} {time} {year}");
+    [fixdate, rfc850, asctime]
+}
+
+/// The rules of SPEC §2.1 for one value, against an independent reading
+/// and against `httpdate`.
+fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Result<(), Violation> {
+    let parsed = RetryAfter::parse(value);
+    let t = value.trim_ascii();
+    let fail = |rule, detail: String| {
+        violation(
+            rule,
+            format!("{:?}: {detail}", String::from_utf8_lossy(value)),
+        )
+    };
+    let digits = !t.is_empty() && t.iter().all(u8::is_ascii_digit);
+    // What httpdate makes of it, where our parser looks at it at all.
+    let as_date = std::str::from_utf8(t)
+        .ok()
+        .and_then(|s| httpdate::parse_http_date(s).ok());
+    let want = if t.is_empty() {
+        Err(RetryAfterError::Empty)
+    } else if t.len() > 64 {
+        Err(RetryAfterError::TooLong)
+    } else if digits {
+        // An independent reading of delta-seconds: std's integer parser.
+        let s = std::str::from_utf8(t).unwrap_or_default();
+        match s.parse::<u64>() {
+            Ok(n) => Ok(RetryAfter::Delay(Duration::from_secs(n))),
+            Err(_) => Err(RetryAfterError::Overflow),
+        }
+    } else if let Some(at) = as_date {
+        Ok(RetryAfter::At(at))
+    } else {
+        Err(RetryAfterError::Malformed)
+    };
+    if parsed != want {
+        return fail(
+            "retry-after-parse",
+            format!("{parsed:?}, expected {want:?}"),
+        );
+    }
+    if let Ok(RetryAfter::Delay(d)) = parsed
+        && (!digits || d.subsec_nanos() != 0)
+    {
+        return fail("retry-after-invalid-not-zero", format!("{parsed:?}"));
+    }
+    // The delay: a date against a valid Date header, else the wall clock;
+    // a date in the past is zero.
+    if let Ok(ra) = parsed {
+        let got = ra.delay(date, wall);
+        let want = match ra {
+            RetryAfter::Delay(d) => d,
+            RetryAfter::At(at) => {
+                let base = date
+                    .map(<[u8]>::trim_ascii)
+                    .filter(|d| d.len() <= 64)
+                    .and_then(|d| std::str::from_utf8(d).ok())
+                    .and_then(|d| httpdate::parse_http_date(d).ok())
+                    .unwrap_or(wall);
+                at.duration_since(base).unwrap_or_default()
+            }
+        };
+        if got != want {
+            return fail("retry-after-delay", format!("{got:?}, expected {want:?}"));
+        }
+    }
+    let sd = retry_after::server_delay(value, date, wall);
+    if sd != parsed.map(|r| r.delay(date, wall)) {
+        return fail("server-delay", format!("{sd:?} for {parsed:?}"));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// ratelimit
+// ---------------------------------------------------------------------------
+
+/// The rate-limit headers of one answer (`RateLimit`, `RateLimit-Policy`,
+/// `X-RateLimit-*`, with a `Retry-After` and a `Date`), checked against an
+/// independent reading of the Structured Field Lists with `sfv`'s parsed
+/// types, the folding rules of the `ratelimit` module docs, and the
+/// promise behind them: the folded sliding window never lets through more
+/// than any advertised request quota allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimitCase {
+    /// `RateLimit`.
+    pub ratelimit: Option<Vec<u8>>,
+    /// `RateLimit-Policy`.
+    pub policy: Option<Vec<u8>>,
+    /// `X-RateLimit-Limit`.
+    pub x_limit: Option<Vec<u8>>,
+    /// `X-RateLimit-Remaining`.
+    pub x_remaining: Option<Vec<u8>>,
+    /// `X-RateLimit-Reset`.
+    pub x_reset: Option<Vec<u8>>,
+    /// `Retry-After`.
+    pub retry_after: Option<Vec<u8>>,
+    /// `Date`.
+    pub date: Option<Vec<u8>>,
+    /// The wall clock, in seconds after the epoch.
+    pub wall_secs: u64,
+}
+
+/// A structured field value built from parts: members with names and
+/// parameters, so that valid Lists are common.
+fn sf_list(u: U<'_, '_>) -> Vec<u8> {
+    if int(u, 0..=3) == 0 {
+        return sf_value(u);
+    }
+    let mut out = String::new();
+    for i in 0..int(u, 1..=3) {
+        if i > 0 {
+            out.push_str(pick(u, &[",", ", ", " ,", ",,"]));
+        }
+        out.push_str(pick(
+            u,
+            &[
+                "\"default\"",
+                "a",
+                "\"p\"",
+                "(a b)",
+                "1",
+                "?1",
+                "\"x\\\"y\"",
+            ],
+        ));
+        for _ in 0..int(u, 0..=4) {
+            let key = pick(u, &["q", "w", "r", "t", "qu", "pk", "x"]);
+            let value = match int(u, 0..=9) {
+                0 => "-1".to_owned(),
+                1 => "0".to_owned(),
+                2 => "1.5".to_owned(),
+                3 => "\"requests\"".to_owned(),
+                4 => "\"content-bytes\"".to_owned(),
+                5 => "requests".to_owned(),
+                6 => "999999999999999".to_owned(),
+                7 => ":cGsx:".to_owned(),
+                _ => int(u, 0..=4_000).to_string(),
+            };
+            out.push(';');
+            out.push_str(key);
+            if int(u, 0..=7) > 0 {
+                out.push('=');
+                out.push_str(&value);
+            }
+        }
+    }
+    out.into_bytes()
+}
+
+impl Case for RateLimitCase {
+    fn decode(data: &[u8]) -> RateLimitCase {
+        let u = &mut Unstructured::new(data);
+        let opt = |u: U<'_, '_>, f: fn(U<'_, '_>) -> Vec<u8>| (int(u, 0..=3) > 0).then(|| f(u));
+        let ratelimit = opt(u, sf_list);
+        let policy = opt(u, sf_list);
+        let count = |u: U<'_, '_>| match int(u, 0..=3) {
+            0 => header(u),
+            _ => int(u, 0..=100).to_string().into_bytes(),
+        };
+        let x_limit = opt(u, count);
+        let x_remaining = opt(u, count);
+        let x_reset = opt(u, |u| rate_header(u).1);
+        let retry_after = (int(u, 0..=3) == 0).then(|| header(u));
+        let date = (int(u, 0..=3) == 0).then(|| header(u));
+        let wall_secs = match int(u, 0..=3) {
+            0 => int(u, 0..=MAX_DATE_SECS),
+            _ => wall_secs(),
+        };
+        RateLimitCase {
+            ratelimit,
+            policy,
+            x_limit,
+            x_remaining,
+            x_reset,
+            retry_after,
+            date,
+            wall_secs,
+        }
+    }
+
+    fn check(&self) -> Result<(), Violation> {
+        if let Some(v) = &self.policy {
+            check_policy(v)?;
+        }
+        if let Some(v) = &self.ratelimit {
+            check_service_limit(v)?;
+        }
+        for v in [&self.x_limit, &self.x_remaining].into_iter().flatten() {
+            let want = std::str::from_utf8(v.trim_ascii())
+                .ok()
+                .filter(|s| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<u64>().ok());
+            let got = ratelimit::parse_count(v);
+            if got != want {
+                return violation(
+                    "x-ratelimit-count",
+                    format!(
+                        "{:?}: {got:?}, expected {want:?}",
+                        String::from_utf8_lossy(v)
+                    ),
+                );
+            }
+        }
+        let wall = UNIX_EPOCH + Duration::from_secs(self.wall_secs);
+        if let Some(v) = &self.x_reset {
+            // Never panics; plain seconds below 10^9 are a delay.
+            let got = ratelimit::parse_x_reset(v, self.date.as_deref(), wall);
+            let t = v.trim_ascii();
+            if !t.is_empty()
+                && t.len() < 10
+                && t.iter().all(u8::is_ascii_digit)
+                && got
+                    != std::str::from_utf8(t)
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .map(Duration::from_secs)
+            {
+                return violation(
+                    "x-ratelimit-reset",
+                    format!("{:?}: {got:?}", String::from_utf8_lossy(v)),
+                );
+            }
+        }
+        // The whole answer, both ways of reading it.
+        let mut r = Response::new(crate::SendId::default(), 200, wall);
+        let named = [
+            ("RateLimit", &self.ratelimit),
+            ("RateLimit-Policy", &self.policy),
+            ("X-RateLimit-Limit", &self.x_limit),
+            ("X-RateLimit-Remaining", &self.x_remaining),
+            ("X-RateLimit-Reset", &self.x_reset),
+            ("Retry-After", &self.retry_after),
+            ("Date", &self.date),
+        ];
+        for (name, value) in named {
+            if let Some(v) = value {
+                r = r.header(name, v);
+            }
+        }
+        for headers in [
+            RateLimitHeaders::default(),
+            RateLimitHeaders::default().with_x_ratelimit(),
+        ] {
+            let info = RateLimitInfo::read(&r, &headers);
+            if let Some(p) = info.pause {
+                if p > headers.max_pause {
+                    return violation(
+                        "ratelimit-pause",
+                        format!("{info:?} over {:?}", headers.max_pause),
+                    );
+                }
+                if r.retry_after.is_some_and(|v| RetryAfter::parse(v).is_ok()) {
+                    return violation(
+                        "ratelimit-pause",
+                        format!("{info:?} despite a valid Retry-After"),
+                    );
+                }
+            }
+            let quota = self.policy.as_deref().and_then(ratelimit::parse_policy);
+            if info.quota != quota {
+                return violation(
+                    "ratelimit-quota",
+                    format!("{info:?}, policy says {quota:?}"),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One List member as the reference reads it.
+#[derive(Clone, Copy, Debug, Default)]
+struct RefMember {
+    named: bool,
+    /// `None`: absent; `Some(None)`: present but invalid.
+    q: Option<Option<u64>>,
+    w: Option<Option<u64>>,
+    r: Option<Option<u64>>,
+    t: Option<Option<u64>>,
+    /// `None`: absent; `Some(true)`: requests.
+    requests: Option<bool>,
+}
+
+/// The Item members of a List, read with `sfv`'s parsed types (an
+/// independent path from the visitor the library uses); `None` when the
+/// value is not a valid List or longer than 4 KiB.
+fn reference_members(value: &[u8]) -> Option<Vec<RefMember>> {
+    if value.len() > 4096 {
+        return None;
+    }
+    let list: sfv::List = sfv::Parser::new(value).parse().ok()?;
+    let int = |b: &sfv::BareItem, min: i64| {
+        b.as_integer()
+            .map(i64::from)
+            .filter(|i| *i >= min)
+            .map(i64::unsigned_abs)
+    };
+    Some(
+        list.iter()
+            .filter_map(|e| match e {
+                sfv::ListEntry::Item(item) => Some(item),
+                sfv::ListEntry::InnerList(_) => None,
+            })
+            .map(|item| {
+                let mut m = RefMember {
+                    named: matches!(
+                        item.bare_item,
+                        sfv::BareItem::String(_) | sfv::BareItem::Token(_)
+                    ),
+                    ..RefMember::default()
+                };
+                for (k, v) in &item.params {
+                    match k.as_str() {
+                        "q" => m.q = Some(int(v, 0)),
+                        "w" => m.w = Some(int(v, 1)),
+                        "r" => m.r = Some(int(v, 0)),
+                        "t" => m.t = Some(int(v, 0)),
+                        "qu" => {
+                            m.requests = Some(
+                                v.as_string()
+                                    .is_some_and(|s| matches!(s.as_str(), "requests" | "request")),
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                m
+            })
+            .collect(),
+    )
+}
+
+/// `RateLimit-Policy`: the documented fold, from the reference reading,
+/// and soundness: the sliding window `limit` per `window` lets at most
+/// `limit * ceil(w / window)` requests into any span of `w`, which must
+/// not exceed `q` for any request quota `q` per `w` advertised.
+fn check_policy(value: &[u8]) -> Result<(), Violation> {
+    let got = ratelimit::parse_policy(value);
+    let show = String::from_utf8_lossy(value);
+    let quotas: Vec<(u64, u64)> = reference_members(value)
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m.named && m.requests != Some(false))
+        .filter_map(|m| match (m.q, m.w) {
+            (Some(Some(q)), Some(Some(w))) if q >= 1 => Some((q, w)),
+            _ => None,
+        })
+        .collect();
+    let want = quotas.iter().map(|&(_, w)| w).min().map(|base| {
+        let limit = quotas
+            .iter()
+            .map(|&(q, w)| q / w.div_ceil(base))
+            .min()
+            .unwrap_or(0);
+        if limit >= 1 {
+            crate::ratelimit::Quota {
+                limit,
+                window: Duration::from_secs(base),
+            }
+        } else {
+            // The slowest policy: the largest w / q (the first of equals).
+            let mut slowest = quotas[0];
+            for &(q, w) in &quotas[1..] {
+                if u128::from(w) * u128::from(slowest.0) > u128::from(slowest.1) * u128::from(q) {
+                    slowest = (q, w);
+                }
+            }
+            crate::ratelimit::Quota {
+                limit: 1,
+                window: Duration::from_secs(slowest.1.div_ceil(slowest.0)),
+            }
+        }
+    });
+    if got != want {
+        return violation(
+            "ratelimit-policy",
+            format!("{show:?}: {got:?}, expected {want:?}"),
+        );
+    }
+    if let Some(quota) = got {
+        let window = quota.window.as_secs();
+        if quota.limit == 0 || window == 0 || quota.window.subsec_nanos() != 0 {
+            return violation(
+                "ratelimit-policy",
+                format!("{show:?}: {quota:?} is no rate"),
+            );
+        }
+        for &(q, w) in &quotas {
+            let most = u128::from(quota.limit) * u128::from(w.div_ceil(window));
+            if most > u128::from(q) {
+                return violation(
+                    "ratelimit-policy-sound",
+                    format!("{show:?}: {quota:?} allows {most} in {w} s, the server {q}"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `RateLimit`: the lowest `r` (with the `t` of the first member that has
+/// it), and the longest `t > 0` among the members with `r = 0`.
+fn check_service_limit(value: &[u8]) -> Result<(), Violation> {
+    let got = ratelimit::parse_ratelimit(value);
+    let mut want: Option<ratelimit::ServiceLimit> = None;
+    for m in reference_members(value).unwrap_or_default() {
+        let (true, Some(Some(r))) = (m.named, m.r) else {
+            continue;
+        };
+        let t = match m.t {
+            None => None,
+            Some(Some(t)) => Some(Duration::from_secs(t)),
+            Some(None) => continue,
+        };
+        let s = want.get_or_insert(ratelimit::ServiceLimit {
+            remaining: r,
+            reset: t,
+            pause: None,
+        });
+        if r < s.remaining {
+            s.remaining = r;
+            s.reset = t;
+        }
+        if r == 0
+            && let Some(t) = t.filter(|t| !t.is_zero())
+        {
+            s.pause = Some(s.pause.map_or(t, |p| p.max(t)));
+        }
+    }
+    if got != want {
+        return violation(
+            "ratelimit-service-limit",
+            format!(
+                "{:?}: {got:?}, expected {want:?}",
+                String::from_utf8_lossy(value)
+            ),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,498 @@
+//! proptest strategies (feature `proptest`) for event scripts and policies,
+//! the ones polite's own property tests use.
+//!
+//! A property test of *your* policy, in ten lines: whatever the server
+//! answers, whenever, and whatever the caller does, your policy keeps every
+//! promise the [`Checker`](super::Checker) knows (no sleep past the
+//! deadline, budgets, `Retry-After`, replayability, cancel, one outcome).
+//! Put it in a test file with `#[test]` above the `fn`:
+//!
+//! ```
+//! use polite_core::testing::{Checker, SplitMix64, origin, run_script, strategies};
+//! use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+//! use proptest::prelude::*;
+//! use std::time::Duration;
+//!
+//! fn my_policy() -> RetryPolicy {
+//!     let mut p = RetryPolicy::default();
+//!     p.max_retries.rate_limited = 5;
+//!     p.retry_after.auto_wait_cap = Duration::from_secs(20);
+//!     p
+//! }
+//!
+//! proptest! {
+//!     fn my_policy_keeps_its_promises(script in strategies::script(0..40), seed in any::<u64>()) {
+//!         let request = RequestInfo::new(RequestId(1), Method::Put);
+//!         let m = RetryMachine::new(my_policy(), request, SplitMix64::new(seed), origin(),
+//!                                   Duration::from_secs(30)).unwrap();
+//!         let checker = Checker::for_machine(&m);
+//!         let run = run_script(m, checker, &script);
+//!         prop_assert!(run.is_ok(), "{}", run.unwrap_err());
+//!     }
+//! }
+//! # fn main() { my_policy_keeps_its_promises(); }
+//! ```
+//!
+//! The same for a [`PollMachine`](crate::PollMachine) uses
+//! [`poll_script`] and a [`PollChecker`](super::PollChecker); for a
+//! [`BatchMachine`](crate::BatchMachine), [`batch_script`] and a
+//! [`BatchChecker`](super::BatchChecker).
+
+use std::time::Duration;
+
+use proptest::collection::SizeRange;
+use proptest::prelude::*;
+
+use super::script::{Answer, Input, Job};
+use crate::event::TransportErrorKind;
+use crate::outcome::RetryClass;
+use crate::policy::{Jitter, MaxRetries, RetryPolicy};
+use crate::poll::PollPolicy;
+use crate::request::{Method, RequestId, RequestInfo};
+
+/// HTTP statuses, weighted towards the ones the machines treat specially
+/// (200, 429, 503), with a few final ones and any value at all.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let status = strategies::status().new_tree(&mut TestRunner::default()).unwrap().current();
+/// assert!(status < 1000);
+/// ```
+pub fn status() -> impl Strategy<Value = u16> {
+    prop_oneof![
+        3 => Just(200u16),
+        1 => Just(204u16),
+        1 => Just(404u16),
+        1 => Just(400u16),
+        4 => Just(429u16),
+        4 => Just(503u16),
+        2 => Just(500u16),
+        1 => Just(502u16),
+        1 => Just(501u16),
+        1 => 0u16..1000,
+    ]
+}
+
+/// Raw `Retry-After` values: absent, small and large delta-seconds (over
+/// the default automatic wait cap of 60 s too), zero, invalid values
+/// (a sign, a decimal point, empty, overflow), an HTTP-date, or any bytes.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let _ = strategies::retry_after().new_tree(&mut TestRunner::default()).unwrap().current();
+/// ```
+pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
+    let fixed = |s: &'static str| Just(Some(s.as_bytes().to_vec()));
+    prop_oneof![
+        8 => Just(None),
+        4 => fixed("1"),
+        4 => fixed("3"),
+        2 => fixed("0"),
+        2 => fixed("30"),
+        2 => fixed("61"),
+        2 => fixed("86400"),
+        1 => fixed("-1"),
+        1 => fixed("1.5"),
+        1 => fixed("99999999999999999999999"),
+        2 => fixed("Sun, 06 Nov 1994 08:49:37 GMT"),
+        1 => fixed(""),
+        1 => (0u64..400).prop_map(|s| Some(s.to_string().into_bytes())),
+        1 => prop::collection::vec(any::<u8>(), 0..70).prop_map(Some),
+    ]
+}
+
+/// Transport error kinds.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::transport_kind();
+/// ```
+pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
+    prop_oneof![
+        Just(TransportErrorKind::Refused),
+        Just(TransportErrorKind::Reset),
+        Just(TransportErrorKind::Dns),
+        Just(TransportErrorKind::Timeout),
+        Just(TransportErrorKind::Aborted),
+        Just(TransportErrorKind::Tls),
+        Just(TransportErrorKind::Other),
+    ]
+}
+
+/// The caller's classification of an answer: mostly none, sometimes each
+/// class (it counts for statuses 400..=599 only).
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::retry_class();
+/// ```
+pub fn retry_class() -> impl Strategy<Value = Option<RetryClass>> {
+    prop_oneof![
+        12 => Just(None),
+        1 => Just(Some(RetryClass::RateLimited)),
+        1 => Just(Some(RetryClass::ServerError)),
+        1 => Just(Some(RetryClass::Transport)),
+    ]
+}
+
+/// Rate-limit headers of an answer: mostly none; sometimes a `RateLimit`
+/// that says no quota is left for a while, a `RateLimit-Policy`, or
+/// garbage.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::rate_limit_headers();
+/// ```
+pub fn rate_limit_headers() -> impl Strategy<Value = Vec<(String, Vec<u8>)>> {
+    let h = |name: &'static str, value: &'static str| {
+        Just(vec![(name.to_owned(), value.as_bytes().to_vec())])
+    };
+    prop_oneof![
+        16 => Just(Vec::new()),
+        1 => h("RateLimit", r#""default";r=0;t=2"#),
+        1 => h("RateLimit", r#""default";r=0;t=90"#),
+        1 => h("RateLimit", r#""default";r=3;t=10"#),
+        1 => h("RateLimit-Policy", r#""default";q=2;w=1"#),
+        1 => h("RateLimit", "garbage;;"),
+    ]
+}
+
+fn ms(range: std::ops::Range<u64>) -> impl Strategy<Value = Duration> {
+    range.prop_map(Duration::from_millis)
+}
+
+/// One input for a single request ([`RetryMachine`](crate::RetryMachine),
+/// [`Paced`](crate::Paced)): answers with any status and `Retry-After`
+/// (one in ten for an earlier attempt), transport errors, ticks of up to
+/// 20 s, wake-ups, cancels, and the clock stepping back.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::input();
+/// ```
+pub fn input() -> impl Strategy<Value = Input> {
+    let answer = (
+        status(),
+        retry_after(),
+        prop::bool::weighted(0.1),
+        ms(0..3_000),
+        retry_class(),
+    )
+        .prop_map(|(status, retry_after, late, after, retry_class)| {
+            Input::Answer(Answer {
+                status,
+                retry_after,
+                date: None,
+                job: None,
+                generation: None,
+                headers: Vec::new(),
+                retry_class,
+                late,
+                pick: 0,
+                after,
+            })
+        });
+    prop_oneof![
+        6 => answer,
+        2 => (transport_kind(), ms(0..3_000))
+            .prop_map(|(kind, after)| Input::Transport { kind, pick: 0, after }),
+        2 => ms(0..20_000).prop_map(Input::Tick),
+        4 => Just(Input::Wake),
+        1 => Just(Input::Cancel),
+        1 => ms(0..5_000).prop_map(Input::Backwards),
+    ]
+}
+
+/// A script of [`input`]s with a length in `size`.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::script(0..40);
+/// ```
+pub fn script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
+    prop::collection::vec(input(), size)
+}
+
+/// What a job-status answer's body says: mostly pending states, sometimes
+/// a terminal one, nothing, a name longer than any state, or the rejection
+/// of the wait parameter.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::job();
+/// ```
+pub fn job() -> impl Strategy<Value = Option<Job>> {
+    let state = |s: &'static str| Just(Some(Job::State(s.to_owned())));
+    prop_oneof![
+        1 => Just(None),
+        24 => state("running"),
+        4 => state("queued"),
+        1 => state("passed"),
+        1 => state("failed"),
+        1 => state("a-state-name-far-longer-than-thirty-one-bytes"),
+        1 => state(""),
+        2 => Just(Some(Job::LongPollUnsupported)),
+    ]
+}
+
+/// One input for a [`PollMachine`](crate::PollMachine): answers (mostly
+/// `200` with a job report, sometimes with a `Retry-After`, another
+/// session generation, or for an earlier poll), transport errors, ticks,
+/// wake-ups (mostly only when no poll is in flight), cancels, and the
+/// clock stepping back.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::poll_input();
+/// ```
+pub fn poll_input() -> impl Strategy<Value = Input> {
+    let status = prop_oneof![
+        60 => Just(200u16),
+        4 => Just(202u16),
+        1 => Just(204u16),
+        1 => Just(400u16),
+        1 => Just(404u16),
+        3 => Just(429u16),
+        3 => Just(503u16),
+        1 => Just(500u16),
+        1 => Just(502u16),
+        1 => Just(501u16),
+        1 => 0u16..1000,
+    ];
+    let retry_after = prop_oneof![
+        15 => Just(None),
+        1 => retry_after(),
+    ];
+    let answer = (
+        status,
+        job(),
+        retry_after,
+        prop_oneof![20 => Just(None), 1 => Just(Some(7u64)), 1 => Just(Some(8u64))],
+        prop::bool::weighted(0.1),
+        prop_oneof![4 => ms(0..3_000), 1 => ms(0..30_000)],
+    )
+        .prop_map(|(status, job, retry_after, generation, late, after)| {
+            Input::Answer(Answer {
+                status,
+                retry_after,
+                date: None,
+                job,
+                generation,
+                headers: Vec::new(),
+                retry_class: None,
+                late,
+                pick: 0,
+                after,
+            })
+        });
+    prop_oneof![
+        30 => answer,
+        3 => (transport_kind(), ms(0..5_000))
+            .prop_map(|(kind, after)| Input::Transport { kind, pick: 0, after }),
+        6 => ms(0..20_000).prop_map(Input::Tick),
+        12 => Just(Input::WakeIfIdle),
+        1 => Just(Input::Wake),
+        1 => Just(Input::Cancel),
+        3 => ms(0..5_000).prop_map(Input::Backwards),
+    ]
+}
+
+/// A script of [`poll_input`]s with a length in `size`.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::poll_script(0..80);
+/// ```
+pub fn poll_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
+    prop::collection::vec(poll_input(), size)
+}
+
+/// One input for a [`BatchMachine`](crate::BatchMachine): answers and
+/// transport errors for any of the sends in flight, answers for sends
+/// never made, ticks, wake-ups, cancels, and the clock stepping back.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::batch_input();
+/// ```
+pub fn batch_input() -> impl Strategy<Value = Input> {
+    let status = prop_oneof![
+        6 => Just(200u16),
+        1 => Just(404u16),
+        6 => Just(429u16),
+        3 => Just(503u16),
+        1 => Just(501u16),
+    ];
+    let answer = (
+        any::<u32>(),
+        status,
+        retry_after(),
+        ms(0..2_000),
+        rate_limit_headers(),
+    )
+        .prop_map(|(pick, status, retry_after, after, headers)| {
+            Input::Answer(Answer {
+                status,
+                retry_after,
+                date: None,
+                job: None,
+                generation: None,
+                headers,
+                retry_class: None,
+                late: false,
+                pick,
+                after,
+            })
+        });
+    prop_oneof![
+        10 => answer,
+        2 => (any::<u32>(), prop_oneof![Just(TransportErrorKind::Reset), Just(TransportErrorKind::Aborted)], ms(0..2_000))
+            .prop_map(|(pick, kind, after)| Input::Transport { kind, pick, after }),
+        1 => (0u32..12, 0u32..4).prop_map(|(item, attempt)| Input::Stray { item, attempt, status: 200 }),
+        3 => ms(0..10_000).prop_map(Input::Tick),
+        6 => Just(Input::Wake),
+        1 => Just(Input::Cancel),
+        1 => ms(0..3_000).prop_map(Input::Backwards),
+    ]
+}
+
+/// A script of [`batch_input`]s with a length in `size`.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::batch_script(0..60);
+/// ```
+pub fn batch_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
+    prop::collection::vec(batch_input(), size)
+}
+
+/// Jitter kinds, `Percent` with any value from 0 to 100.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::jitter();
+/// ```
+pub fn jitter() -> impl Strategy<Value = Jitter> {
+    prop_oneof![
+        Just(Jitter::None),
+        Just(Jitter::Full),
+        Just(Jitter::Equal),
+        (0u8..=100).prop_map(Jitter::Percent),
+    ]
+}
+
+/// Valid retry policies: budgets of 0 to 4 per class, any jitter, a base
+/// of 1 ms to 2 s, a multiplier of 1 to 3, a cap of at least 4 s; the
+/// `Retry-After` limits are the defaults.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::retry_policy();
+/// ```
+pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
+    (0u32..5, 0u32..5, 0u32..5, jitter(), 1u64..2_000, 1u32..4).prop_map(
+        |(rl, se, tr, jitter, base_ms, mult)| {
+            let mut p = RetryPolicy {
+                max_retries: MaxRetries {
+                    rate_limited: rl,
+                    server_error: se,
+                    transport: tr,
+                },
+                ..RetryPolicy::default()
+            };
+            p.backoff.jitter = jitter;
+            p.backoff.base = Duration::from_millis(base_ms);
+            p.backoff.multiplier = mult;
+            p.backoff.cap = p.backoff.base.max(Duration::from_secs(4));
+            p
+        },
+    )
+}
+
+/// Requests: mostly a `GET`; a `POST` without and with an idempotency key;
+/// a `PUT` with a body that cannot be produced again.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::request();
+/// ```
+pub fn request() -> impl Strategy<Value = RequestInfo> {
+    prop_oneof![
+        3 => Just(RequestInfo::new(RequestId(1), Method::Get)),
+        1 => Just(RequestInfo::new(RequestId(2), Method::Post)),
+        1 => Just(RequestInfo::new(RequestId(3), Method::Post).with_idempotency_key()),
+        1 => Just(RequestInfo::new(RequestId(4), Method::Put).with_one_shot_body()),
+    ]
+}
+
+/// Valid poll policies: long poll first (mostly) or not, a longest long
+/// poll of 1 to 39 s, a floor between long polls of 0 to 2 s, any
+/// schedule jitter, and retry budgets of 0 to 4 per class.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::poll_policy();
+/// ```
+pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
+    (
+        prop::bool::weighted(0.8),
+        1u64..40,
+        0u64..2_000,
+        (jitter(), 100u64..3_000, 1u32..4),
+        (0u32..5, 0u32..5, 0u32..5),
+    )
+        .prop_map(
+            |(first, max_lp, floor_ms, (jitter, base_ms, mult), (rl, se, tr))| {
+                let mut p = PollPolicy {
+                    long_poll_first: first,
+                    max_long_poll: Duration::from_secs(max_lp),
+                    min_long_poll_interval: Duration::from_millis(floor_ms),
+                    ..PollPolicy::default()
+                };
+                p.backoff.jitter = jitter;
+                p.backoff.base = Duration::from_millis(base_ms);
+                p.backoff.multiplier = mult;
+                p.backoff.cap = p.backoff.base.max(Duration::from_secs(15));
+                p.retry.max_retries = MaxRetries {
+                    rate_limited: rl,
+                    server_error: se,
+                    transport: tr,
+                };
+                p
+            },
+        )
+}
+
+/// Job-status requests: mostly a `GET`; a `POST` (not replayable); a `GET`
+/// of session generation 7 (answers of generation 8 are stale).
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::poll_request();
+/// ```
+pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
+    prop_oneof![
+        4 => Just(RequestInfo::new(RequestId(1), Method::Get)),
+        1 => Just(RequestInfo::new(RequestId(2), Method::Post)),
+        1 => Just(RequestInfo::new(RequestId(3), Method::Get).with_generation(7)),
+    ]
+}
+
+/// Budgets: mostly long enough for many attempts (up to 10 min),
+/// sometimes under 2 s.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::timeout();
+/// ```
+pub fn timeout() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        1 => 0u64..2_000,
+        9 => 0u64..600_000,
+    ]
+    .prop_map(Duration::from_millis)
+}
