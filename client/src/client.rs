@@ -197,6 +197,47 @@ where
         SplitMix64::new(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
+    /// Runs one single-request machine to its end: paced through the
+    /// client's shared pace, driven by the one drive loop over this call's
+    /// `Io`, records and notices to `tracing` and the observer. Returns the
+    /// outcome and the last answer.
+    #[allow(clippy::too_many_arguments)]
+    async fn drive_one<M, K, C, J, N>(
+        &self,
+        machine: M,
+        request: &http::Request<Bytes>,
+        now: std::time::Instant,
+        clock: K,
+        cancel: C,
+        classify: &mut J,
+        on_notice: N,
+    ) -> (Outcome, Option<http::Response<Bytes>>)
+    where
+        M: polite_core::Machine,
+        K: Clock,
+        C: Cancel,
+        J: Classify<HttpAnswer> + ?Sized,
+        N: FnMut(Notice),
+    {
+        let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
+            .retry_after_limits(self.config.retry.retry_after)
+            .rate_limit_headers(self.config.rate_limit_headers);
+        let mut io = HttpIo::new(
+            &self.transport,
+            clock,
+            cancel,
+            std::slice::from_ref(request),
+            self.config.poll.wait_param,
+        );
+        let mut observer = Tracing {
+            on_notice,
+            observer: self.observer.as_deref(),
+        };
+        let done = drive::drive(&mut machine, &mut io, classify, &mut observer).await;
+        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
+        (done.outcome, last)
+    }
+
     /// One logical request with retries, inside the configured timeout.
     ///
     /// Returns the answer when it is a success (below 400); otherwise an
@@ -220,29 +261,10 @@ where
             now,
             self.config.timeout,
         )?;
-        let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
-            .retry_after_limits(self.config.retry.retry_after)
-            .rate_limit_headers(self.config.rate_limit_headers);
-        let requests = std::slice::from_ref(&request);
-        let mut io = HttpIo::new(
-            &self.transport,
-            clock,
-            cancel,
-            requests,
-            self.config.poll.wait_param,
-        );
-        let done = drive::drive(
-            &mut machine,
-            &mut io,
-            &mut NoJobs,
-            &mut Tracing {
-                on_notice: |_| {},
-                observer: self.observer.as_deref(),
-            },
-        )
-        .await;
-        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
-        finish(done.outcome, last)
+        let (outcome, last) = self
+            .drive_one(machine, &request, now, clock, cancel, &mut NoJobs, |_| {})
+            .await;
+        finish(outcome, last)
     }
 
     /// Waits for a remote job: polls `request` (normally a `GET` of the job
@@ -279,24 +301,10 @@ where
             now,
             self.config.timeout,
         )?;
-        let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
-            .retry_after_limits(self.config.retry.retry_after)
-            .rate_limit_headers(self.config.rate_limit_headers);
-        let requests = std::slice::from_ref(&request);
-        let mut io = HttpIo::new(
-            &self.transport,
-            clock,
-            cancel,
-            requests,
-            self.config.poll.wait_param,
-        );
-        let mut observer = Tracing {
-            on_notice,
-            observer: self.observer.as_deref(),
-        };
-        let done = drive::drive(&mut machine, &mut io, classify, &mut observer).await;
-        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
-        match (done.outcome, last) {
+        let (outcome, last) = self
+            .drive_one(machine, &request, now, clock, cancel, classify, on_notice)
+            .await;
+        match (outcome, last) {
             (Outcome::Terminal { state }, Some(response)) => Ok(JobDone {
                 state: state.as_str().to_owned(),
                 response,
