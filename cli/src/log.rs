@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use polite_client::Observed;
-use polite_core::{AttemptRecord, Reply, RetryAfterNote};
+use polite_core::{AttemptRecord, DelaySource, Reply, RetryAfterNote};
 
 use crate::args::LogFormat;
 
@@ -61,6 +61,8 @@ fn text(r: &AttemptRecord, verbose: bool) -> Option<String> {
         note = format!(" (ignored Retry-After: {e})");
     }
     match (r.next, r.outcome) {
+        // A job poll that simply comes again on schedule is not a retry.
+        (Some(n), _) if n.source == DelaySource::Schedule && !verbose => None,
         (Some(n), _) => Some(format!(
             "polite: {who}: {} — retry in {:.3?} ({}){note}",
             r.reply, n.delay, n.source

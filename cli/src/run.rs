@@ -9,7 +9,7 @@ use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use polite_blocking::{CancelToken, Client, Config, JsonJob, UreqTransport};
 use polite_client::Observed;
-use polite_core::{MaxRetries, Reply, StateName, TerminalStates};
+use polite_core::{MaxRetries, StateName, TerminalStates};
 
 use crate::args::{BatchArgs, Common, GetArgs, WaitArgs};
 use crate::exit;
@@ -128,29 +128,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     let tty = std::io::stderr().is_terminal();
     let progress = Arc::new(Mutex::new(Progress::default()));
     let (format, verbose) = (args.common.log_format, args.common.verbose);
-    let seen = Arc::clone(&progress);
-    let client = client(config, move |e| {
-        {
-            let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
-            match e {
-                Observed::Record(_) => p.requests += 1,
-                Observed::Notice(_) => p.backoff = true,
-            }
-        }
-        if !tty
-            || verbose
-            || matches!(e, Observed::Notice(_))
-            || format == crate::args::LogFormat::Json
-        {
-            log::emit(format, verbose, e);
-        } else if let Observed::Record(r) = e {
-            // On a terminal the status line shows progress; only failures print.
-            if r.next.is_some() && !matches!(r.reply, Reply::Status(200..=399)) {
-                log::emit(format, verbose, e);
-            }
-        }
-    })?;
-    let token = ctrl_c();
+    // On a terminal: a live status line; log lines print above it.
     let spinner = tty.then(|| {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
@@ -160,6 +138,22 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
         bar.enable_steady_tick(Duration::from_millis(120));
         bar
     });
+    let seen = Arc::clone(&progress);
+    let line = spinner.clone();
+    let client = client(config, move |e| {
+        {
+            let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            match e {
+                Observed::Record(_) => p.requests += 1,
+                Observed::Notice(_) => p.backoff = true,
+            }
+        }
+        match &line {
+            Some(bar) => bar.suspend(|| log::emit(format, verbose, e)),
+            None => log::emit(format, verbose, e),
+        }
+    })?;
+    let token = ctrl_c();
     let start = Instant::now();
     let timeout = args.common.timeout;
     let result = std::thread::scope(|scope| {
@@ -174,9 +168,9 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
                         .unwrap_or((0, false));
                     let elapsed = start.elapsed();
                     bar.set_message(format!(
-                        "waiting {:.0?} / {:.0?} left · {} · {} request{}",
-                        elapsed,
-                        timeout.saturating_sub(elapsed),
+                        "waiting {}s / {}s left · {} · {} request{}",
+                        elapsed.as_secs(),
+                        timeout.saturating_sub(elapsed).as_secs(),
                         if p.1 { "backoff" } else { "long-poll" },
                         p.0,
                         if p.0 == 1 { "" } else { "s" },
