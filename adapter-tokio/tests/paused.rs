@@ -199,3 +199,78 @@ async fn a_post_without_idempotency_key_is_sent_once() {
     assert_eq!(resp.status(), 201);
     assert_eq!(fake.sends().len(), 3);
 }
+
+/// A job server in tokio time: honours `waitSeconds` (answers when the job
+/// is done or the wait elapses), and records every poll's wait parameter.
+#[derive(Clone)]
+struct JobServer {
+    done_at: tokio::time::Instant,
+    polls: Arc<Mutex<Vec<(tokio::time::Instant, Option<u64>)>>>,
+}
+
+impl Transport for JobServer {
+    type Sending = BoxSending;
+    fn send(&self, request: http::Request<Bytes>, _abort_at: Instant) -> BoxSending {
+        let now = tokio::time::Instant::now();
+        let wait = request.uri().query().and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("waitSeconds="))
+                .and_then(|v| v.parse::<u64>().ok())
+        });
+        self.polls.lock().unwrap().push((now, wait));
+        let done_at = self.done_at;
+        Box::pin(async move {
+            let held = now + Duration::from_secs(wait.unwrap_or(0));
+            tokio::time::sleep_until(held.min(done_at.max(now))).await;
+            let state = if tokio::time::Instant::now() >= done_at {
+                "passed"
+            } else {
+                "running"
+            };
+            Ok(http::Response::new(Bytes::from(format!(
+                r#"{{"status":"{state}"}}"#
+            ))))
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_hour_of_long_polls_runs_instantly_with_one_request_per_25s() {
+    let t0 = tokio::time::Instant::now();
+    let done_at = t0 + Duration::from_secs(50 * 60);
+    let server = JobServer {
+        done_at,
+        polls: Arc::default(),
+    };
+    let config = Config {
+        timeout: Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let client = Client::with_transport(server.clone(), config).unwrap();
+    let wall = std::time::Instant::now();
+    let done = client
+        .wait(
+            http::Request::get("http://127.0.0.1:9/runs/1")
+                .body(Bytes::new())
+                .unwrap(),
+            &mut polite_tokio::JsonJob::new("status"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, "passed");
+    assert!(
+        wall.elapsed() < Duration::from_secs(5),
+        "paused time runs instantly"
+    );
+    // Seen the instant the job ended (virtual time), with one long poll per 25 s.
+    assert_eq!(tokio::time::Instant::now(), done_at);
+    let polls = server.polls.lock().unwrap();
+    assert_eq!(polls.len(), 3000 / 25, "{} polls", polls.len());
+    for (at, wait) in polls.iter() {
+        let remaining = (t0 + Duration::from_secs(3600)).saturating_duration_since(*at);
+        assert!(
+            wait.is_some_and(|w| w <= 25 && w <= remaining.as_secs()),
+            "{wait:?}"
+        );
+    }
+}
