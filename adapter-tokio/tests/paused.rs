@@ -202,10 +202,12 @@ async fn a_post_without_idempotency_key_is_sent_once() {
 
 /// A job server in tokio time: honours `waitSeconds` (answers when the job
 /// is done or the wait elapses), and records every poll's wait parameter.
+type Polls = Vec<(tokio::time::Instant, Option<u64>)>;
+
 #[derive(Clone)]
 struct JobServer {
     done_at: tokio::time::Instant,
-    polls: Arc<Mutex<Vec<(tokio::time::Instant, Option<u64>)>>>,
+    polls: Arc<Mutex<Polls>>,
 }
 
 impl Transport for JobServer {
