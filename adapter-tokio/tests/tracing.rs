@@ -2,60 +2,14 @@
 //! binary: tracing caches per-callsite interest process-wide, and tests on
 //! other threads without a subscriber could make it skip events here.
 
-use std::collections::VecDeque;
+mod common;
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use polite_core::TransportErrorKind;
-use polite_tokio::{BoxSending, Client, Config, Transport};
-
-/// Answers from a script after a fixed latency (tokio time), and records
-/// every request it saw with the instant it saw it.
-type Step = (u16, Option<&'static str>);
-type Seen = Vec<(Instant, http::Request<Bytes>)>;
-
-#[derive(Clone, Default)]
-struct Fake {
-    script: Arc<Mutex<VecDeque<Step>>>,
-    seen: Arc<Mutex<Seen>>,
-    latency: Duration,
-}
-
-impl Fake {
-    fn new(script: &[(u16, Option<&'static str>)], latency: Duration) -> Fake {
-        Fake {
-            script: Arc::new(Mutex::new(script.iter().copied().collect())),
-            seen: Arc::default(),
-            latency,
-        }
-    }
-}
-
-impl Transport for Fake {
-    type Sending = BoxSending;
-    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
-        let now = tokio::time::Instant::now().into_std();
-        self.seen.lock().unwrap().push((now, request));
-        let next = self.script.lock().unwrap().pop_front();
-        let latency = self.latency;
-        Box::pin(async move {
-            let Some((status, retry_after)) = next else {
-                // Out of script: hang until aborted.
-                tokio::time::sleep_until(tokio::time::Instant::from_std(abort_at)).await;
-                return Err(TransportErrorKind::Aborted);
-            };
-            tokio::time::sleep(latency).await;
-            let mut r = http::Response::new(Bytes::from_static(b"body"));
-            *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
-            if let Some(v) = retry_after {
-                r.headers_mut()
-                    .insert("retry-after", http::HeaderValue::from_static(v));
-            }
-            Ok(r)
-        })
-    }
-}
+use common::Fake;
+use polite_tokio::{Client, Config};
 
 /// A writer that collects everything the tracing subscriber prints.
 #[derive(Clone, Default)]
