@@ -293,6 +293,11 @@ proptest! {
             Outcome::BatchDone { succeeded, failed } =>
                 prop_assert_eq!((succeeded + failed) as usize, s.requests.len()),
             Outcome::Cancelled | Outcome::TimedOut { needed: None } => {}
+            Outcome::Starved { until, .. } => prop_assert!(
+                r.outcomes.iter().flatten().any(|o| matches!(o, Outcome::Starved { .. }))
+                    && until >= r.deadline,
+                "batch starved at {until:?} with deadline {:?}", r.deadline
+            ),
             other => prop_assert!(false, "batch outcome {other:?}"),
         }
     }

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, Trace, origin};
 use polite_core::{
-    Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, Paced,
-    RateThrottle, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendPlan, Unpaced,
+    Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, PaceLimit,
+    Paced, RateThrottle, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendPlan,
+    Unpaced,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -377,8 +378,13 @@ fn a_grant_after_the_deadline_stops_at_once() {
     let mut m = Paced::new(retry_machine(1, no_jitter(), 2 * S), throttle, t0);
     assert_eq!(
         m.poll_action(),
-        Action::Stop(Outcome::TimedOut {
-            needed: Some(t0 + 5050 * MS)
+        Action::Stop(Outcome::Starved {
+            until: t0 + 5050 * MS,
+            by: PaceLimit::Window {
+                limit: 1,
+                window: 5 * S,
+                learned: false
+            }
         })
     );
     assert_eq!(m.inner().sends(), 1, "the inner machine asked once");
@@ -419,8 +425,13 @@ fn a_slot_taken_by_a_sharer_pushes_the_grant_past_the_deadline() {
     m.handle(t0 + 1050 * MS, Event::Tick);
     assert_eq!(
         m.poll_action(),
-        Action::Stop(Outcome::TimedOut {
-            needed: Some(t0 + 2100 * MS)
+        Action::Stop(Outcome::Starved {
+            until: t0 + 2100 * MS,
+            by: PaceLimit::Window {
+                limit: 1,
+                window: S,
+                learned: false
+            }
         })
     );
 }
@@ -445,8 +456,13 @@ fn paced_never_sleeps_past_the_deadline() {
     assert_eq!(trace.steps[0].action, Action::SleepUntil(t0 + 300 * MS));
     assert_eq!(
         trace.outcome,
-        Outcome::TimedOut {
-            needed: Some(t0 + 10 * S + 300 * MS)
+        Outcome::Starved {
+            until: t0 + 10 * S + 300 * MS,
+            by: PaceLimit::Window {
+                limit: 1,
+                window: 10 * S,
+                learned: false
+            }
         }
     );
 }
@@ -676,7 +692,8 @@ fn the_deadline_ends_the_batch_timed_out() {
 #[test]
 fn items_the_pace_cannot_serve_in_time_stop_at_once() {
     // One send per 10 s, deadline 5 s: item 0 goes; items 1 and 2 could
-    // only go at 10.05 s, so they end TimedOut with that instant right away.
+    // only go at 10.05 s, so they end Starved (not a plain TimedOut: the
+    // client's own throttle is the cause) with that instant, right away.
     let t0 = origin();
     let policy = BatchPolicy {
         concurrency: 3,
@@ -686,16 +703,23 @@ fn items_the_pace_cannot_serve_in_time_stop_at_once() {
     let c = checker(&b, 3).throttled(1, 10 * S);
     let sim = Simulator::new(t0).server(|_, _| Scripted::status(200));
     let trace = run_checked(sim, &mut b, c);
-    let needed = Some(t0 + 10 * S + 50 * MS);
+    let starved = Outcome::Starved {
+        until: t0 + 10 * S + 50 * MS,
+        by: PaceLimit::Window {
+            limit: 1,
+            window: 10 * S,
+            learned: false,
+        },
+    };
     assert_eq!(
         b.outcomes(),
         &[
             Some(Outcome::Succeeded { status: 200 }),
-            Some(Outcome::TimedOut { needed }),
-            Some(Outcome::TimedOut { needed }),
+            Some(starved),
+            Some(starved),
         ]
     );
-    assert_eq!(trace.outcome, Outcome::TimedOut { needed: None });
+    assert_eq!(trace.outcome, starved);
     assert_eq!(trace.ended_at, t0 + 10 * MS);
 }
 
