@@ -622,6 +622,14 @@ impl RateThrottle {
     /// assert!(t.adaptive_rate().unwrap().is_enabled());
     /// ```
     pub fn on_answer(&mut self, now: Instant, throttled: bool) {
+        // A `now` seen: later calls with an earlier one are clamped to it.
+        let now = match self.latest {
+            Some(latest) if latest >= now => latest,
+            _ => {
+                self.latest = Some(now);
+                now
+            }
+        };
         if self.adaptive {
             self.rate
                 .get_or_insert_with(|| AdaptiveRate::new(now))

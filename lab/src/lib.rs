@@ -81,6 +81,7 @@
 mod config;
 pub mod conformance;
 mod log;
+pub mod nginx;
 mod quota;
 mod rng;
 mod server;
