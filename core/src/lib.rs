@@ -122,6 +122,20 @@
 //! outcome is in [`BatchMachine::outcomes`]. **The throttle is in-process:
 //! separate processes do not coordinate through it.**
 //!
+//! ## When the server gives no hints
+//!
+//! Most rate limiters answer a bare 429 (SPEC §4.1). A rate-limited answer
+//! — by the policy's class or a classifier's, never a fixed status — cools
+//! down everything sharing the pace until the server's `Retry-After`, or
+//! without one until the refused request's own backoff ends; and
+//! [`RateThrottle::adaptive`] adds the AWS SDKs' adaptive rate
+//! ([`adaptive::AdaptiveRate`]: cut to 0.7 × the measured send rate on
+//! each throttle, regrown along a CUBIC curve) under the configured window,
+//! off until the first throttle and replaced by a learnt quota. When a pace
+//! cannot grant a send before the deadline, the machine stops at once with
+//! [`Outcome::Starved`]`{ until, by }`, naming the [`PaceLimit`] — starving
+//! is not timing out.
+//!
 //! ## Server-informed pacing and a shared retry budget
 //!
 //! * **Quota headers.** [`Paced`] and [`BatchMachine`] read each answer's
