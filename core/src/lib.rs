@@ -95,7 +95,7 @@
 //! ## Randomness
 //!
 //! Jitter comes from the `rand_core::Rng` the machine owns. A seeded
-//! generator (e.g. [`testing::SplitMix64`]) makes every decision
+//! generator (e.g. [`SplitMix64`]) makes every decision
 //! reproducible. The arithmetic maps a `u64` onto the delay range with a
 //! widening multiply; the crate does not depend on `rand`.
 //!
