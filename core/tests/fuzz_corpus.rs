@@ -103,6 +103,49 @@ fn random_bytes_through_every_target() {
     }
 }
 
+/// Issue 16 (hostile servers): what the widened fuzz targets found on the
+/// old code within seconds — `Retry-After` values that overflow 64 bits or
+/// are zero-padded past 64 bytes (resent at backoff instead of ending
+/// `RateLimited`), leap-second dates (refused), `Retry-After` ignored on the
+/// long-poll rejection and over the cap, and a wait that gave up with
+/// budget left. Kept in the corpus as `regression-issue16-<what>-<hash>`;
+/// this test replays them by name, so that none is lost from the corpus.
+#[test]
+fn issue16_regressions_replay() {
+    let mut counts = Vec::new();
+    for target in [
+        Target::RetryAfter,
+        Target::Retry,
+        Target::Poll,
+        Target::Pace,
+    ] {
+        let found: Vec<PathBuf> = corpus(target)
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("regression-issue16-"))
+            })
+            .collect();
+        for f in &found {
+            let data = std::fs::read(f).unwrap();
+            if let Err(failure) = target.check(&data) {
+                panic!("{}: {failure}", f.display());
+            }
+        }
+        counts.push((target.name(), found.len()));
+    }
+    assert_eq!(
+        counts,
+        [
+            ("retry_after", 1),
+            ("retry_script", 5),
+            ("poll_script", 9),
+            ("pace_script", 1)
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Regressions: what the fuzzers found, each pinned by a test named after it
 // (the inputs are also in the corpus, as `regression-*`).

@@ -76,12 +76,19 @@ fn retry_decisions_allocate_nothing() {
         Duration::from_secs(100_000),
     )
     .unwrap();
-    let headers: [(u16, Option<&[u8]>); 5] = [
+    // Hostile values too (issue 16): zero-padded past 64 bytes, and a
+    // leap-second date (rewritten on the stack, not the heap).
+    let headers: [(u16, Option<&[u8]>); 7] = [
         (503, None),
         (429, Some(b"2")),
         (429, Some(b"Sun, 06 Nov 1994 08:49:37 GMT")),
         (500, Some(b"garbage value")),
-        (502, Some(b"99999999999999999999999")),
+        (
+            502,
+            Some(b"000000000000000000000000000000000000000000000000000000000000000000000003"),
+        ),
+        (503, Some(b"Sun, 06 Nov 1994 08:49:60 GMT")),
+        (503, Some(b"1.5")),
     ];
     let (n, decisions) = allocations(|| {
         let mut now = t0;
