@@ -314,7 +314,11 @@ impl PollChecker {
                 }
                 self.not_before = server;
                 self.proper = Some(now);
-                self.schedule_floor = if plan.long_poll.is_some() {
+                // The mode's schedule (a plain poll in long-poll mode, sent
+                // under one whole second before the deadline, keeps the
+                // long-poll spacing).
+                let long_poll_mode = self.policy.long_poll_first && !self.switched;
+                self.schedule_floor = if long_poll_mode {
                     self.last_send_at
                         .and_then(|t| t.checked_add(self.policy.min_long_poll_interval))
                 } else {
