@@ -198,7 +198,11 @@ fn every_poll_script() {
         Duration::from_secs(40),
     )
     .unwrap();
-    let checker = PollChecker::new(&policy, m.request(), t0 + Duration::from_secs(40));
+    let checker = PollChecker::new(
+        &policy,
+        &RequestInfo::new(RequestId(4), Method::Get),
+        t0 + Duration::from_secs(40),
+    );
     let start = stopwatch();
     let e = explore(ScriptRunner::new(t0, m, checker), &alphabet, POLL_DEPTH)
         .unwrap_or_else(|c| panic!("poll: {c}"));
@@ -330,7 +334,8 @@ fn the_exploration_finds_a_planted_bug_with_a_shortest_script() {
         Duration::from_secs(30),
     )
     .unwrap();
-    let checker = Checker::for_machine(&m);
+    let checker = Checker::for_retry(&policy, &RequestInfo::new(RequestId(5), Method::Get))
+        .deadline(t0 + Duration::from_secs(30));
     let found = explore(
         ScriptRunner::new(t0, ForgetsCancelWhileWaiting(m), checker),
         &retry_alphabet(),

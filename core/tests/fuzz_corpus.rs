@@ -224,7 +224,11 @@ mod regressions {
             Duration::from_secs(600),
         )
         .unwrap();
-        let checker = PollChecker::for_machine(&m);
+        let checker = PollChecker::new(
+            &policy,
+            &RequestInfo::new(RequestId(1), Method::Get),
+            origin() + Duration::from_secs(600),
+        );
         let script = [
             Input::status(502).retry_class(RetryClass::RateLimited),
             Input::Wake,
@@ -256,7 +260,8 @@ mod regressions {
             Duration::from_secs(10),
         )
         .unwrap();
-        let checker = Checker::for_machine(&m);
+        let checker = Checker::for_retry(&policy, &RequestInfo::new(RequestId(1), Method::Get))
+            .deadline(t0 + Duration::from_secs(10));
         // One send per second: the retry is held until 1.05 s.
         let throttle = RateThrottle::new(1, Duration::from_secs(1)).unwrap();
         let paced = Paced::new(m, throttle, t0).retry_after_limits(policy.retry_after);

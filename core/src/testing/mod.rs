@@ -563,6 +563,11 @@ impl Checker {
 
     /// A checker for this machine: its policy, request and deadline.
     ///
+    /// It takes the deadline from the machine, so it cannot see a machine
+    /// that gets its own deadline wrong: polite's own tools (explorer,
+    /// proptests, fuzz cases) use [`for_retry`](Self::for_retry) with
+    /// [`deadline`](Self::deadline)`(t0 + timeout)`, their own arithmetic.
+    ///
     /// ```
     /// use polite_core::testing::{Checker, SplitMix64, origin};
     /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};

@@ -194,6 +194,11 @@ impl PollChecker {
     /// A checker for this machine (its policy, request and deadline). Create
     /// it before the machine's first action.
     ///
+    /// It takes the deadline from the machine, so it cannot see a machine
+    /// that gets its own deadline wrong: polite's own tools (explorer,
+    /// proptests, fuzz cases) use [`new`](Self::new) with `t0 + timeout`,
+    /// their own arithmetic.
+    ///
     /// ```
     /// use polite_core::testing::{PollChecker, SplitMix64};
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
