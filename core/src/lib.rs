@@ -157,7 +157,10 @@
 //! * `Retry-After` delta-seconds of any length are valid: leading zeros are
 //!   digits, and a value too large for 64 bits saturates (so it exceeds the
 //!   cap and ends the request `RateLimited`); a leap second (`23:59:60`) is
-//!   a valid HTTP-date, in `Retry-After` and in `Date`.
+//!   a valid HTTP-date, in `Retry-After` and in `Date`. A server instant too
+//!   far to represent is taken as a century away: `RateLimited { retry_at }`
+//!   then names that instant (`None` stays "the server named no time", which
+//!   a batch may restart after a backoff).
 //! * [`PollMachine`] (waiting for a remote job) lists its own choices on its
 //!   type docs: it uses the budget to its end — under one whole second left
 //!   for a long poll it sends a final plain poll (a `waitSeconds=0` long

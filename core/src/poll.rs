@@ -476,7 +476,9 @@ enum Phase {
 ///   whose next poll by the schedule would not be answered inside the
 ///   deadline, the next poll is pulled in to
 ///   `max(now, server's Retry-After instant, deadline - max(2 × latency, 10 ms))`,
-///   at most once per wait (no hot loop in the last milliseconds). The
+///   at most once per wait (no hot loop in the last milliseconds; a poll
+///   that is due anyway, e.g. at the server's instant, is not pulled in
+///   and still goes). The
 ///   latency is the round trip of the answer just received, less the wait a
 ///   long poll asked for when the server held it that long. When even that
 ///   poll would come back at or after the deadline (`at + latency >= deadline`),
