@@ -168,12 +168,23 @@
 //!   at the deadline it stops with `TimedOut` and the adapter drops the
 //!   attempt. An adapter that cannot interrupt an attempt is still bounded by
 //!   `abort_at`.
+//! * `Retry-After` delta-seconds of any length are valid: leading zeros are
+//!   digits, and a value too large for 64 bits saturates (so it exceeds the
+//!   cap and ends the request `RateLimited`); a leap second (`23:59:60`) is
+//!   a valid HTTP-date, in `Retry-After` and in `Date`. A server instant too
+//!   far to represent is taken as a century away: `RateLimited { retry_at }`
+//!   then names that instant (`None` stays "the server named no time", which
+//!   a batch may restart after a backoff).
 //! * [`PollMachine`] (waiting for a remote job) lists its own choices on its
-//!   type docs: it stops with `TimedOut` when under one whole second is left
-//!   for a long poll (a `waitSeconds=0` busy loop), retry budgets bound
-//!   *consecutive* failed polls (they reset after every proper answer), a
-//!   success without a job report ends with `NotRetryable`, and long polls
-//!   that come back early are spaced at least 1 s apart.
+//!   type docs: it uses the budget to its end — under one whole second left
+//!   for a long poll it sends a final plain poll (a `waitSeconds=0` long
+//!   poll would be a busy loop), and when the schedule's next poll would
+//!   come back after the deadline it polls once at the last useful instant,
+//!   `deadline - max(2 × latency, 10 ms)`; it honours `Retry-After` on every
+//!   answer it acts on, the rejection of the wait parameter included; retry
+//!   budgets bound *consecutive* failed polls (they reset after every proper
+//!   answer), a success without a job report ends with `NotRetryable`, and
+//!   long polls that come back early are spaced at least 1 s apart.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
