@@ -11,7 +11,7 @@
 //! * **polite, configured throttle**: polite-tokio `batch` with
 //!   `Config::throttle = Some((limit, window))`, the quota as documented;
 //! * **polite, defaults**: polite-tokio `batch` with `Config::default()`
-//!   (only the batch's timeout and concurrency set), told nothing: the
+//!   (only the batch's timeout, concurrency and seed set), told nothing: the
 //!   adaptive rate and the shared cool-down after each bare 429 pace it.
 //!
 //! 429s and requests are counted by the lab's request log. The limit: 0 ×

@@ -1,6 +1,8 @@
 //! Staying under a server's quota: 429s received and total time for a batch
-//! of GETs against a fixed-window quota, five clients side by side (each
-//! against its own lab with the same configuration, all running at once):
+//! of GETs against a fixed-window quota, seven clients side by side (each
+//! against its own lab with the same configuration, all running at once;
+//! the `nohints` suite runs four of them through the same harness against
+//! labs that answer bare 429s):
 //!
 //! * **semaphore only**: tokio + reqwest + `tokio::sync::Semaphore`, no retry
 //!   (what "limit concurrency" gives; a 429 is a failed item);
