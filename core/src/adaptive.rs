@@ -14,7 +14,7 @@
 //! of the Go and Rust SDKs' harnesses, the end-to-end table of measured and
 //! fill rates, and the TypeScript SDK's send delays).
 //!
-//! Two refinements, outside anything the vectors exercise (both are
+//! Three refinements, outside anything the vectors exercise (each is
 //! regression-tested in `core/tests/adaptive_properties.rs`, and measured
 //! in BENCHMARKS.md: against nginx `limit_req`, 40 URLs, 5 × 429 at 1.09×
 //! the ideal time, where the SDKs' rules gave 1.5×):
@@ -28,8 +28,16 @@
 //!   throttle for a send granted before the last cut only counts in the
 //!   measured rate, as TCP cuts its window once per round trip; the SDKs
 //!   cut once per refused answer, so eight refusals in flight cut to
-//!   0.7⁸ ≈ 6 %. ([`on_answer`](AdaptiveRate::on_answer) keeps the SDKs'
-//!   rule, for the vectors.)
+//!   0.7⁸ ≈ 6 %.
+//! * **A cut never goes below 0.7 × the answers the server accepted in the
+//!   last second**, and CUBIC regrows towards that rate: against a
+//!   fixed-window quota every send after the window is spent is refused,
+//!   however right the rate, and cutting on each left the next windows a
+//!   third full.
+//!
+//! ([`on_answer`](AdaptiveRate::on_answer) keeps the SDKs' rules but the
+//! first; [`answered`](AdaptiveRate::answered), which the paces use, adds
+//! the other two.)
 //!
 //! Sans-IO like everything in this crate: every call takes `now`, and
 //! times are seconds since the instant the rate was created.
@@ -213,6 +221,9 @@ pub struct AdaptiveRate {
     last_cut: Option<Instant>,
     /// Answers not rate-limited, until the first bucket closes.
     accepted: u64,
+    /// Answers not rate-limited seen by [`answered`](Self::answered), per
+    /// 100 ms slot over the last second: (slot number, count).
+    accepted_slots: [(u64, u32); 10],
 }
 
 impl AdaptiveRate {
@@ -245,6 +256,7 @@ impl AdaptiveRate {
             calculated_rate: 0.0,
             last_cut: None,
             accepted: 0,
+            accepted_slots: [(0, 0); 10],
         }
     }
 
@@ -366,16 +378,55 @@ impl AdaptiveRate {
     /// }
     /// assert_eq!(rate.fill_rate(), cut);
     /// ```
+    ///
+    /// And a cut never goes below 0.7 × the answers the server accepted
+    /// in the last second (the CUBIC curve then regrows towards that
+    /// rate): against a fixed-window quota every send after the window is
+    /// spent is refused, however right the rate, and cutting on each of
+    /// them would leave the next windows a third full.
     pub fn answered(&mut self, a: Answered) {
+        let t = self.secs(a.at);
         if a.throttled && self.last_cut.is_some_and(|cut| a.sent < cut) {
-            let t = self.secs(a.at);
             self.measure(t);
             return;
+        }
+        if !a.throttled {
+            self.note_accepted(t);
         }
         self.on_answer(a.at, a.throttled);
         if a.throttled {
             self.last_cut = Some(a.at);
+            let accepted = self.accepted_last_second(t);
+            let floor = BETA * accepted;
+            if self.fill_rate < floor {
+                self.fill_rate = floor;
+                self.max_capacity = floor.max(MIN_CAPACITY);
+                self.calculated_rate = floor;
+            }
+            if self.cubic.last_max_rate < accepted {
+                self.cubic.last_max_rate = accepted;
+            }
         }
+    }
+
+    fn note_accepted(&mut self, t: f64) {
+        let slot = (t * 10.0) as u64;
+        let entry = &mut self.accepted_slots[(slot % 10) as usize];
+        if entry.0 != slot {
+            *entry = (slot, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+    }
+
+    /// Accepted answers in the last second (the current 100 ms slot and
+    /// the nine before it).
+    fn accepted_last_second(&self, t: f64) -> f64 {
+        let slot = (t * 10.0) as u64;
+        self.accepted_slots
+            .iter()
+            .filter(|(s, _)| *s <= slot && *s + 10 > slot)
+            .map(|(_, n)| f64::from(*n))
+            .sum()
     }
 
     /// Counts one answer in the current 0.5 s bucket; a new bucket folds

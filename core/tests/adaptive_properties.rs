@@ -311,3 +311,30 @@ fn one_burst_of_refusals_is_one_cut() {
     burst.answered(Answered::new(at, t0 + ms(1_020), true));
     assert!(burst.fill_rate() < one_cut);
 }
+
+/// polite's third refinement: against a fixed-window quota every send
+/// after the window is spent is refused, however right the rate; a cut
+/// never goes below 0.7 × what the server accepted in the last second.
+#[test]
+fn refusals_after_a_spent_window_do_not_cut_below_what_was_accepted() {
+    let t0 = origin();
+    let ms = Duration::from_millis;
+    let mut rate = AdaptiveRate::new(t0);
+    // A 20-per-second window: 20 accepted in the first 50 ms...
+    for i in 0..20 {
+        let t = t0 + ms(i * 2);
+        rate.answered(Answered::new(t, t, false));
+    }
+    // ...then every send until the window ends is refused, each sent after
+    // the cut before it (so each is news).
+    let mut t = t0 + ms(60);
+    for _ in 0..8 {
+        rate.answered(Answered::new(t, t + ms(1), true));
+        t += ms(100);
+        assert!(
+            rate.fill_rate() >= 0.7 * 20.0 - 1e-9,
+            "{}",
+            rate.fill_rate()
+        );
+    }
+}
