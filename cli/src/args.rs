@@ -33,8 +33,8 @@ pub(crate) enum Command {
     ///
     /// With no flags the pace is `--rate auto`: no fixed client-side limit,
     /// the server's quota learnt from its RateLimit headers, and a rate that
-    /// adapts to 429s without hints (cut to 0.7x the measured rate on each,
-    /// grown back on success, as the AWS SDKs' adaptive mode). A healthy
+    /// adapts to 429s without hints (cut to 0.7x the measured rate, once per
+    /// burst of 429s, grown back on success: the AWS SDKs' adaptive mode). A healthy
     /// server is never slowed down; a rate-limited one gets few 429s.
     /// Every 429 also holds back all items until the server's Retry-After
     /// (or, without one, the refused item's backoff).
@@ -103,11 +103,15 @@ pub(crate) struct WaitArgs {
     /// The JSON field holding the job state (dots for nesting: data.state).
     #[arg(long, default_value = "status")]
     pub(crate) field: String,
-    /// Terminal states, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "passed,failed,cancelled")]
+    /// Terminal states, comma-separated [default: passed, failed, cancelled,
+    /// canceled, done, succeeded, success, completed, complete, finished,
+    /// error, errored, failure, aborted].
+    #[arg(long, value_delimiter = ',')]
     pub(crate) terminal: Vec<String>,
-    /// Terminal states that mean success (exit 0), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "passed")]
+    /// Terminal states that mean success (exit 0), comma-separated
+    /// [default: those of passed, done, succeeded, success, completed,
+    /// complete, finished that are terminal].
+    #[arg(long, value_delimiter = ',')]
     pub(crate) success: Vec<String>,
     /// The long-poll query parameter.
     #[arg(long, default_value = "waitSeconds")]

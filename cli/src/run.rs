@@ -16,6 +16,17 @@ use crate::exit;
 use crate::log;
 use crate::request::{self, Usage};
 
+/// The terminal states that mean success when `--success` is not given.
+const DEFAULT_SUCCESS: [&str; 7] = [
+    "passed",
+    "done",
+    "succeeded",
+    "success",
+    "completed",
+    "complete",
+    "finished",
+];
+
 /// `get` and `wait`: 30 s unless `--timeout` says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `batch`: 10 minutes for the whole batch, so that a no-flag batch of a
@@ -109,7 +120,12 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     let req = request::build("GET", &args.url, &args.common.headers, Bytes::new(), None)?;
     let mut config = config(&args.common, DEFAULT_TIMEOUT);
     let mut terminal = TerminalStates::EMPTY;
-    for s in &args.terminal {
+    let named: Vec<&str> = if args.terminal.is_empty() {
+        TerminalStates::DEFAULT_NAMES.to_vec()
+    } else {
+        args.terminal.iter().map(String::as_str).collect()
+    };
+    for s in named {
         if StateName::new(s).is_none() || !terminal.insert(s) {
             return Err(Usage(format!(
                 "--terminal: `{s}` is too long or there are more than {} states",
@@ -117,7 +133,23 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             )));
         }
     }
-    for s in &args.success {
+    let success: Vec<String> = if args.success.is_empty() {
+        let defaults: Vec<String> = DEFAULT_SUCCESS
+            .iter()
+            .filter(|s| terminal.contains(s))
+            .map(|s| (*s).to_string())
+            .collect();
+        if defaults.is_empty() {
+            return Err(Usage(format!(
+                "--success: none of the default success states ({}) is one of --terminal; name them with --success",
+                DEFAULT_SUCCESS.join(", ")
+            )));
+        }
+        defaults
+    } else {
+        args.success.clone()
+    };
+    for s in &success {
         if !terminal.contains(s) {
             return Err(Usage(format!("--success: `{s}` is not one of --terminal")));
         }
@@ -200,7 +232,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             if !done.response.body().ends_with(b"\n") {
                 write_stdout(b"\n");
             }
-            if args.success.contains(&done.state) {
+            if success.contains(&done.state) {
                 Ok(exit::OK)
             } else {
                 say(&format!("job ended {}", done.state));

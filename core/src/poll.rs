@@ -40,7 +40,8 @@ const FINAL_LEAD_FLOOR: Duration = Duration::from_millis(10);
 /// use polite_core::TerminalStates;
 /// let d = TerminalStates::default();
 /// assert!(d.contains("passed") && d.contains("failed") && d.contains("cancelled"));
-/// assert!(!d.contains("running"));
+/// assert!(d.contains("done") && d.contains("succeeded") && d.contains("error"));
+/// assert!(!d.contains("running") && !d.contains("pending") && !d.contains("queued"));
 /// assert!(!d.contains("PASSED"));
 ///
 /// let mut mine = TerminalStates::of(&["done", "error"]).unwrap();
@@ -54,7 +55,27 @@ pub struct TerminalStates {
 
 impl TerminalStates {
     /// The most states a set holds.
-    pub const CAPACITY: usize = 8;
+    pub const CAPACITY: usize = 16;
+
+    /// The default set: the names job APIs commonly end with (CI systems,
+    /// exports, batch jobs, cloud operations), so a wait on a job that ends
+    /// `done` or `succeeded` ends when it does rather than at its timeout.
+    pub const DEFAULT_NAMES: [&'static str; 14] = [
+        "passed",
+        "failed",
+        "cancelled",
+        "canceled",
+        "done",
+        "succeeded",
+        "success",
+        "completed",
+        "complete",
+        "finished",
+        "error",
+        "errored",
+        "failure",
+        "aborted",
+    ];
 
     /// The empty set (not a valid policy on its own: a wait needs at least
     /// one terminal state).
@@ -166,10 +187,12 @@ impl TerminalStates {
 }
 
 impl Default for TerminalStates {
-    /// `passed`, `failed`, `cancelled`.
+    /// [`TerminalStates::DEFAULT_NAMES`]: `passed`, `failed`, `cancelled`,
+    /// `canceled`, `done`, `succeeded`, `success`, `completed`, `complete`,
+    /// `finished`, `error`, `errored`, `failure`, `aborted`.
     fn default() -> Self {
         let mut set = TerminalStates::EMPTY;
-        for name in ["passed", "failed", "cancelled"] {
+        for name in TerminalStates::DEFAULT_NAMES {
             let _ = set.insert(name);
         }
         set
@@ -194,7 +217,7 @@ impl std::fmt::Debug for TerminalStates {
 /// | `wait_param` | `"waitSeconds"` |
 /// | `min_long_poll_interval` | 1 s |
 /// | `backoff` | 2 s, ×2, cap 15 s, ±20 % → 2, 4, 8, 15, 15, … s |
-/// | `terminal_states` | `passed`, `failed`, `cancelled` |
+/// | `terminal_states` | `passed`, `failed`, `cancelled`, `done`, `succeeded`, `completed`, `error`, … ([`TerminalStates::DEFAULT_NAMES`]) |
 ///
 /// ```
 /// use polite_core::{Jitter, PollPolicy, TerminalStates};
@@ -239,7 +262,8 @@ pub struct PollPolicy {
     /// in backoff mode is `base * multiplier^n`, capped, then jittered.
     /// Default base 2 s, multiplier 2, cap 15 s, [`Jitter::Percent`]`(20)`.
     pub backoff: Backoff,
-    /// The states that end the wait. Default `passed`, `failed`, `cancelled`.
+    /// The states that end the wait. Default [`TerminalStates::DEFAULT_NAMES`]
+    /// (`passed`, `failed`, `cancelled`, `done`, `succeeded`, `error`, …).
     pub terminal_states: TerminalStates,
 }
 

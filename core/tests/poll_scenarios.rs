@@ -798,3 +798,46 @@ fn records_never_hold_header_values() {
     assert!(!text.contains("SECRET"), "{text}");
     assert!(matches!(rec.retry_after, RetryAfterNote::Rejected(_)));
 }
+
+/// The default terminal states cover the names job APIs commonly end with:
+/// a job that ends `done` (or `succeeded`, `completed`, `error`, ...) ends
+/// the wait at once instead of being polled until the timeout.
+#[test]
+fn the_default_terminal_states_cover_the_common_names() {
+    for name in [
+        "done",
+        "succeeded",
+        "success",
+        "completed",
+        "complete",
+        "finished",
+        "error",
+        "errored",
+        "failure",
+        "aborted",
+        "canceled",
+        "passed",
+        "failed",
+        "cancelled",
+    ] {
+        let t0 = origin();
+        let mut m = machine(PollPolicy::default(), t0, Duration::from_secs(60));
+        let p = send(&mut m);
+        m.handle(
+            t0 + Duration::from_millis(5),
+            Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State(name))),
+        );
+        assert_eq!(m.poll_action(), Action::Stop(state(name)), "{name}");
+    }
+    // Work in progress keeps the wait going.
+    for name in ["running", "pending", "queued", "in_progress", "started"] {
+        let t0 = origin();
+        let mut m = machine(PollPolicy::default(), t0, Duration::from_secs(60));
+        let p = send(&mut m);
+        m.handle(
+            t0 + Duration::from_millis(5),
+            Event::Response(Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State(name))),
+        );
+        assert!(!matches!(m.poll_action(), Action::Stop(_)), "{name}");
+    }
+}
