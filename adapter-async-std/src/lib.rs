@@ -143,6 +143,7 @@ pub use clock::AsyncIoClock;
 #[cfg(feature = "http1")]
 pub use http1::Http1Transport;
 pub use polite_client::{
-    CancelToken, Clock, Config, Error, HttpAnswer, JobDone, JsonJob, Transport,
+    CancelToken, Clock, Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport,
+    TransportError,
 };
 pub use polite_core::{Notice, Outcome};

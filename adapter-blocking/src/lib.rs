@@ -131,7 +131,8 @@ pub use cancel::{CtrlCError, cancel_on_ctrl_c};
 pub use client::{BatchResult, Client};
 pub use clock::ThreadClock;
 pub use polite_client::{
-    Cancel, CancelToken, Config, Error, HttpAnswer, JobDone, JsonJob, Transport,
+    Cancel, CancelToken, Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport,
+    TransportError,
 };
 pub use polite_core::{Notice, Outcome};
 #[cfg(feature = "ureq")]

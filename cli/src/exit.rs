@@ -45,9 +45,9 @@ pub(crate) fn for_outcome(outcome: Outcome) -> u8 {
 
 /// The exit code for a call's error.
 pub(crate) fn for_error(e: &Error) -> u8 {
-    match e {
-        Error::Outcome { outcome, .. } => for_outcome(*outcome),
-        Error::Policy(_) | Error::Config(_) => USAGE,
+    match e.outcome() {
+        Some(outcome) => for_outcome(outcome),
+        None => USAGE, // a policy or configuration error
     }
 }
 

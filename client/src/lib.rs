@@ -12,8 +12,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_client::{Clock, Client, Config, NeverCancel, Transport};
-//! use polite_core::TransportErrorKind;
+//! use polite_client::{Clock, Client, Config, NeverCancel, Transport, TransportError};
 //! use std::future::{Ready, ready};
 //! use std::task::{Context, Poll};
 //! use std::time::Instant;
@@ -21,7 +20,7 @@
 //! /// A transport that answers 200 "hi" at once.
 //! struct Hi;
 //! impl Transport for Hi {
-//!     type Sending = Ready<Result<http::Response<Bytes>, TransportErrorKind>>;
+//!     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
 //!     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
 //!         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
 //!     }
@@ -50,14 +49,16 @@ mod error;
 mod io;
 mod job;
 mod pace;
+pub mod redirect;
 mod trace;
 mod transport;
 
 pub use answer::HttpAnswer;
 pub use client::{Client, Config, JobDone, Observed, request_info};
-pub use error::Error;
+pub use error::{BoxError, Error, TransportError};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
 pub use pace::ClientPace;
+pub use redirect::RedirectPolicy;
 pub use trace::trace_record;
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};
