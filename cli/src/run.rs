@@ -14,6 +14,7 @@ use polite_core::{MaxRetries, StateName, TerminalStates};
 use crate::args::{BatchArgs, Common, GetArgs, WaitArgs};
 use crate::exit;
 use crate::log;
+use crate::redact::{Input, echo};
 use crate::request::{self, Usage};
 
 fn config(common: &Common) -> Config {
@@ -25,6 +26,10 @@ fn config(common: &Common) -> Config {
         rate_limited: common.max_retries_429,
         server_error: common.max_retries_5xx,
         transport: common.max_retries_transport,
+    };
+    config.redirects = polite_client::RedirectPolicy {
+        max_hops: common.max_redirects,
+        cross_origin: !common.same_origin_redirects,
     };
     config
 }
@@ -71,7 +76,8 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
         args.idempotency_key.as_deref(),
     )?;
     let (format, verbose) = (args.common.log_format, args.common.verbose);
-    let client = client(config(&args.common), move |e| log::emit(format, verbose, e))?;
+    let log = log::Log::new(format, verbose);
+    let client = client(config(&args.common), move |e| log.emit(e))?;
     let token = ctrl_c();
     match client.send_cancellable(req, &token) {
         Ok(resp) => {
@@ -104,22 +110,26 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     for s in &args.terminal {
         if StateName::new(s).is_none() || !terminal.insert(s) {
             return Err(Usage(format!(
-                "--terminal: `{s}` is too long or there are more than {} states",
+                "--terminal: {} is too long or there are more than {} states",
+                echo(Input::Text, s),
                 TerminalStates::CAPACITY
             )));
         }
     }
     for s in &args.success {
         if !terminal.contains(s) {
-            return Err(Usage(format!("--success: `{s}` is not one of --terminal")));
+            return Err(Usage(format!(
+                "--success: {} is not one of --terminal",
+                echo(Input::Text, s)
+            )));
         }
     }
     config.poll.terminal_states = terminal;
     config.poll.long_poll_first = !args.no_long_poll;
     if !polite_client::valid_param_name(&args.wait_param) {
         return Err(Usage(format!(
-            "--wait-param `{}`: not a valid query parameter name",
-            args.wait_param
+            "--wait-param {}: not a valid query parameter name",
+            echo(Input::Text, &args.wait_param)
         )));
     }
     // Leaked once per process: the policy holds the name as &'static str.
@@ -140,6 +150,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     });
     let seen = Arc::clone(&progress);
     let line = spinner.clone();
+    let log = log::Log::new(format, verbose);
     let client = client(config, move |e| {
         {
             let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -149,8 +160,8 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             }
         }
         match &line {
-            Some(bar) => bar.suspend(|| log::emit(format, verbose, e)),
-            None => log::emit(format, verbose, e),
+            Some(bar) => bar.suspend(|| log.emit(e)),
+            None => log.emit(e),
         }
     })?;
     let token = ctrl_c();
