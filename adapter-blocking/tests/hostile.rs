@@ -167,3 +167,12 @@ fn a_cross_origin_redirect_never_carries_the_callers_headers() {
     assert_eq!(resp.status(), 302);
     assert_eq!(b.seen().len(), before);
 }
+
+#[test]
+fn an_unsendable_url_is_one_attempt_never_retried() {
+    let e = client(RedirectPolicy::default())
+        .send(get("ftp://127.0.0.1:9/x".into()))
+        .unwrap_err();
+    assert_eq!(permanent(&e, K::InvalidRequest), 1);
+    assert!(!e.to_string().contains("ftp"), "no URL in the message: {e}");
+}

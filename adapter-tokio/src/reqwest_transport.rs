@@ -241,6 +241,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_rejected_certificate_is_permanent_other_tls_failures_are_not() {
+        let cert = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert_eq!(tls_kind(&cert), TransportErrorKind::Certificate);
+        assert!(tls_kind(&cert).is_permanent());
+        let other = rustls::Error::HandshakeNotComplete;
+        assert_eq!(tls_kind(&other), TransportErrorKind::Tls);
+        use std::io::ErrorKind as K;
+        assert_eq!(
+            io_kind(&K::ConnectionRefused.into()),
+            Some(TransportErrorKind::Refused)
+        );
+        assert_eq!(
+            io_kind(&K::ConnectionReset.into()),
+            Some(TransportErrorKind::Reset)
+        );
+        assert_eq!(
+            io_kind(&K::TimedOut.into()),
+            Some(TransportErrorKind::Timeout)
+        );
+        assert_eq!(io_kind(&K::PermissionDenied.into()), None);
+    }
+
+    #[test]
     fn detached_values_keep_their_bytes_but_not_the_read_buffer() {
         // Values as hyper makes them: slices of one big read buffer.
         let read = Bytes::from(b"Sat, 29 Nov 2025 17:00:00 GMT|3|secret".repeat(200));

@@ -228,3 +228,13 @@ async fn a_transport_error_keeps_its_source_attempts_and_time() {
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsendable_url_is_one_attempt_never_retried() {
+    let e = client(RedirectPolicy::default())
+        .send(get("ftp://127.0.0.1:9/x".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(permanent(&e, K::InvalidRequest), 1);
+    assert!(!e.to_string().contains("ftp"), "no URL in the message: {e}");
+}

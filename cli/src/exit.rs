@@ -8,7 +8,8 @@ use polite_core::Outcome;
 /// Success.
 pub(crate) const OK: u8 = 0;
 /// A final non-success answer (404, a job that ended `failed`, retries
-/// exhausted on 5xx or transport errors, a non-replayable failure).
+/// exhausted on 5xx or transport errors, a non-replayable failure, a send
+/// that cannot succeed: a body over the limit, too many redirects...).
 pub(crate) const FAILED: u8 = 1;
 /// A usage error (bad flag, malformed URL, unreadable body file, bad duration).
 pub(crate) const USAGE: u8 = 2;

@@ -10,6 +10,19 @@
 //! the three runtime-specific pieces and re-export the rest. Users normally
 //! use an adapter; this crate is for writing one.
 //!
+//! Two things every adapter gets from here, the same way:
+//!
+//! * **Redirects** are followed by polite, not by the transport, per the
+//!   client's [`RedirectPolicy`] ([`Config::redirects`]; default up to 10
+//!   hops, a cross-origin hop drops every header the caller set, a loop
+//!   ends the attempt at once). See [`redirect`].
+//! * **Transport errors** arrive as a [`TransportError`] (its kind, the
+//!   client's own error as `source()`, the limit for a body too large) and
+//!   a call that ends on one returns [`Error::Transport`] with the attempt
+//!   count and the elapsed time. Permanent kinds
+//!   ([`TransportErrorKind::is_permanent`](polite_core::TransportErrorKind::is_permanent))
+//!   are never retried.
+//!
 //! ```
 //! use bytes::Bytes;
 //! use polite_client::{Clock, Client, Config, NeverCancel, Transport, TransportError};
