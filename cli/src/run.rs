@@ -27,9 +27,10 @@ fn config(common: &Common) -> Config {
         server_error: common.max_retries_5xx,
         transport: common.max_retries_transport,
     };
-    config.redirects = polite_client::RedirectPolicy {
-        max_hops: common.max_redirects,
-        cross_origin: !common.same_origin_redirects,
+    config.redirects = if common.same_origin_redirects {
+        polite_client::RedirectPolicy::same_origin(common.max_redirects)
+    } else {
+        polite_client::RedirectPolicy::up_to(common.max_redirects)
     };
     config
 }

@@ -38,6 +38,7 @@ use crate::error::TransportError;
 /// assert!(!RedirectPolicy::same_origin(5).cross_origin);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RedirectPolicy {
     /// The most redirects followed in one attempt; 0: none (a 3xx is the
     /// answer).
