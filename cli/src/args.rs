@@ -30,8 +30,16 @@ pub(crate) enum Command {
     /// one of --success, 1 for another terminal state.
     #[command(after_help = crate::exit::HELP)]
     Wait(WaitArgs),
-    /// A throttled batch: one URL per line on stdin, results as JSON lines in
-    /// input order, all under one --timeout.
+    /// A paced batch: one URL per line on stdin, results as JSON lines in
+    /// input order, all under one --timeout (default 10m for the batch).
+    ///
+    /// With no flags the pace is `--rate auto`: no fixed client-side limit,
+    /// the server's quota learnt from its RateLimit headers, and a rate that
+    /// adapts to 429s without hints (cut to 0.7x the measured rate on each,
+    /// grown back on success, as the AWS SDKs' adaptive mode). A healthy
+    /// server is never slowed down; a rate-limited one gets few 429s.
+    /// Every 429 also holds back all items until the server's Retry-After
+    /// (or, without one, the refused item's backoff).
     #[command(after_help = crate::exit::HELP)]
     Batch(BatchArgs),
     /// Start a loopback lab server and compare a naive client with polite.
@@ -41,10 +49,11 @@ pub(crate) enum Command {
 /// Options every command shares.
 #[derive(Debug, Args)]
 pub(crate) struct Common {
-    /// The whole budget: retries, waits and sleeps all spend it (longer
-    /// than zero).
-    #[arg(long, value_parser = timeout, default_value = "30s")]
-    pub(crate) timeout: Duration,
+    /// The whole budget: retries, waits and sleeps all spend it; longer
+    /// than zero [default: 30s for get and wait; 10m for batch, the whole
+    /// batch].
+    #[arg(long, value_parser = timeout)]
+    pub(crate) timeout: Option<Duration>,
     /// Redirects followed per attempt (301, 302, 303, 307, 308); 0: none, a
     /// 3xx is the answer. A redirect to another origin (scheme, host, port)
     /// drops every -H header; a redirect loop ends the call at once.
@@ -124,8 +133,11 @@ pub(crate) struct WaitArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct BatchArgs {
-    /// Client-side rate limit, `N/DURATION` (e.g. 50/60s); `none` for no throttle.
-    #[arg(long, value_parser = rate, default_value = "50/60s")]
+    /// Client-side pace: `auto` (learn the server's quota from its RateLimit
+    /// headers and adapt to 429s), `N/DURATION` (at most N sends per
+    /// DURATION, e.g. 50/60s, and adapt below that to 429s), or `none` (no
+    /// client-side limit; Retry-After is still honoured).
+    #[arg(long, value_parser = rate, default_value = "auto")]
     pub(crate) rate: Rate,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -159,18 +171,42 @@ pub(crate) fn timeout(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A client-side rate: `limit` per `window`, or none.
+/// A client-side pace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Rate(pub(crate) Option<(u32, Duration)>);
+pub(crate) enum Rate {
+    /// Learn the quota, adapt to 429s; no fixed limit.
+    Auto,
+    /// No client-side limit at all.
+    None,
+    /// At most `.0` sends per `.1`, adapting below that.
+    Fixed(u32, Duration),
+}
 
-/// `50/60s` → (50, 60 s); `none` → no throttle.
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rate::Auto => f.write_str("auto"),
+            Rate::None => f.write_str("none"),
+            Rate::Fixed(n, w) if w.subsec_nanos() == 0 => write!(f, "{n}/{}s", w.as_secs()),
+            Rate::Fixed(n, w) => write!(f, "{n}/{}ms", w.as_millis()),
+        }
+    }
+}
+
+/// `50/60s` → 50 per 60 s; `auto`; `none` → no throttle.
 pub(crate) fn rate(s: &str) -> Result<Rate, String> {
     if s.eq_ignore_ascii_case("none") {
-        return Ok(Rate(None));
+        return Ok(Rate::None);
     }
-    let (n, w) = s
-        .split_once('/')
-        .ok_or_else(|| format!("{}: expected N/DURATION, e.g. 50/60s", echo(Input::Text, s)))?;
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(Rate::Auto);
+    }
+    let (n, w) = s.split_once('/').ok_or_else(|| {
+        format!(
+            "{}: expected auto, none or N/DURATION, e.g. 50/60s",
+            echo(Input::Text, s)
+        )
+    })?;
     let n: u32 = n
         .trim()
         .parse()
@@ -182,7 +218,7 @@ pub(crate) fn rate(s: &str) -> Result<Rate, String> {
     if w.is_zero() {
         return Err("the rate window must be longer than zero".into());
     }
-    Ok(Rate(Some((n, w))))
+    Ok(Rate::Fixed(n, w))
 }
 
 #[cfg(test)]
@@ -191,11 +227,11 @@ mod tests {
 
     #[test]
     fn rates_and_durations() {
-        assert_eq!(
-            rate("50/60s"),
-            Ok(Rate(Some((50, Duration::from_secs(60)))))
-        );
-        assert_eq!(rate("none"), Ok(Rate(None)));
+        assert_eq!(rate("50/60s"), Ok(Rate::Fixed(50, Duration::from_secs(60))));
+        assert_eq!(rate("none"), Ok(Rate::None));
+        assert_eq!(rate("AUTO"), Ok(Rate::Auto));
+        assert_eq!(rate("50/1m").map(|r| r.to_string()), Ok("50/60s".into()));
+        assert_eq!(rate("3/500ms").map(|r| r.to_string()), Ok("3/500ms".into()));
         assert!(rate("50").is_err());
         assert!(rate("0/1s").is_err());
         assert!(rate("5/0s").is_err());

@@ -16,7 +16,8 @@ pub(crate) const USAGE: u8 = 2;
 /// Rate limited: the 429 budget was spent, or the server asked for longer
 /// than the automatic wait cap.
 pub(crate) const RATE_LIMITED: u8 = 11;
-/// Timed out: `--timeout` reached, or the next permitted send would be after it.
+/// Timed out: `--timeout` reached, or the next permitted send (by the
+/// server's time or the client's own pace) would be after it.
 pub(crate) const TIMED_OUT: u8 = 124;
 /// Cancelled by Ctrl-C.
 pub(crate) const CANCELLED: u8 = 130;
@@ -29,7 +30,9 @@ Exit codes:
   2    usage error (bad flag, malformed URL, unreadable body file, bad duration)
   11   rate limited (the 429 budget was spent, or the server asked for longer
        than the automatic wait cap)
-  124  timed out (--timeout reached, or the next permitted send would be after it)
+  124  timed out (--timeout reached, or the next permitted send would be after
+       it: by the server's time, or by the client's own pace, and then a
+       line on stderr names the limit and the flag to change)
   130  cancelled by Ctrl-C";
 
 /// The exit code for an outcome.
@@ -37,7 +40,7 @@ pub(crate) fn for_outcome(outcome: Outcome) -> u8 {
     match outcome {
         Outcome::Succeeded { .. } | Outcome::Terminal { .. } => OK,
         Outcome::RateLimited { .. } => RATE_LIMITED,
-        Outcome::TimedOut { .. } => TIMED_OUT,
+        Outcome::TimedOut { .. } | Outcome::Starved { .. } => TIMED_OUT,
         Outcome::Cancelled => CANCELLED,
         Outcome::BatchDone { failed: 0, .. } => OK,
         _ => FAILED,

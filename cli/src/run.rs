@@ -9,17 +9,23 @@ use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use polite_blocking::{CancelToken, Client, Config, JsonJob, UreqTransport};
 use polite_client::Observed;
-use polite_core::{MaxRetries, StateName, TerminalStates};
+use polite_core::{MaxRetries, Outcome, PaceLimit, RetryClass, StateName, TerminalStates};
 
-use crate::args::{BatchArgs, Common, GetArgs, WaitArgs};
+use crate::args::{BatchArgs, Common, GetArgs, Rate, WaitArgs};
 use crate::exit;
 use crate::log;
 use crate::redact::{Input, echo};
 use crate::request::{self, Usage};
 
-fn config(common: &Common) -> Config {
+/// `get` and `wait`: 30 s unless `--timeout` says otherwise.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// `batch`: 10 minutes for the whole batch, so that a no-flag batch of a
+/// thousand URLs against a server that throttles still finishes.
+const BATCH_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn config(common: &Common, default_timeout: Duration) -> Config {
     let mut config = Config {
-        timeout: common.timeout,
+        timeout: common.timeout.unwrap_or(default_timeout),
         ..Config::default()
     };
     config.retry.max_retries = MaxRetries {
@@ -78,7 +84,7 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
     )?;
     let (format, verbose) = (args.common.log_format, args.common.verbose);
     let log = log::Log::new(format, verbose);
-    let client = client(config(&args.common), move |e| log.emit(e))?;
+    let client = client(config(&args.common, DEFAULT_TIMEOUT), move |e| log.emit(e))?;
     let token = ctrl_c();
     match client.send_cancellable(req, &token) {
         Ok(resp) => {
@@ -106,7 +112,7 @@ struct Progress {
 /// `polite wait`.
 pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     let req = request::build("GET", &args.url, &args.common.headers, Bytes::new(), None)?;
-    let mut config = config(&args.common);
+    let mut config = config(&args.common, DEFAULT_TIMEOUT);
     let mut terminal = TerminalStates::EMPTY;
     for s in &args.terminal {
         if StateName::new(s).is_none() || !terminal.insert(s) {
@@ -167,7 +173,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     })?;
     let token = ctrl_c();
     let start = Instant::now();
-    let timeout = args.common.timeout;
+    let timeout = args.common.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let result = std::thread::scope(|scope| {
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(bar) = &spinner {
@@ -234,32 +240,49 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         .iter()
         .map(|u| request::build(&args.method, u, &args.common.headers, Bytes::new(), None))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut config = config(&args.common);
+    let mut config = config(&args.common, BATCH_TIMEOUT);
+    let timeout = config.timeout;
     config.concurrency = args.concurrency;
-    config.throttle = args.rate.0;
+    match args.rate {
+        Rate::Auto => {}
+        Rate::None => {
+            config.learn_quota = None;
+            config.adaptive = false;
+        }
+        Rate::Fixed(n, w) => config.throttle = Some((n, w)),
+    }
     let tty = std::io::stderr().is_terminal();
     let bar = tty.then(|| {
         let bar = ProgressBar::new(requests.len() as u64);
         bar.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} done · {msg}")
+            ProgressStyle::with_template("{bar:30} {pos}/{len} done · {msg} · ETA {eta}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar
     });
     let (format, verbose) = (args.common.log_format, args.common.verbose);
     let tick = bar.clone();
+    let throttled = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = Arc::clone(&throttled);
     let client = client(config, move |e| {
+        if let Observed::Record(r) = e
+            && r.class == Some(RetryClass::RateLimited)
+        {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         if let (Some(bar), Observed::Record(r)) = (&tick, e) {
             if r.outcome.is_some() {
                 bar.inc(1);
             }
-            bar.set_message(format!("last: {}", r.reply));
+            let n = seen.load(std::sync::atomic::Ordering::Relaxed);
+            bar.set_message(format!("{n} × 429 · last: {}", r.reply));
         }
         if !tty || verbose || format == crate::args::LogFormat::Json {
             log::emit(format, verbose, e);
         }
     })?;
     let token = ctrl_c();
+    let start = Instant::now();
     let results = client
         .batch_cancellable(requests, &token)
         .map_err(|e| Usage(e.to_string()))?;
@@ -291,5 +314,69 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         };
         let _ = writeln!(out, "{line}");
     }
+    drop(out);
+    let starved = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().and_then(polite_client::Error::outcome))
+        .filter_map(|o| match o {
+            Outcome::Starved { until, by } => Some((until, by)),
+            _ => None,
+        })
+        .min_by_key(|(until, _)| *until);
+    if let Some((until, by)) = starved {
+        let n = results
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.as_ref().err().and_then(polite_client::Error::outcome),
+                    Some(Outcome::Starved { .. })
+                )
+            })
+            .count();
+        say(&starved_line(
+            n,
+            by,
+            until.saturating_duration_since(start),
+            timeout,
+            args.rate,
+        ));
+    }
     Ok(exit::worst(codes))
+}
+
+/// One line naming the limit that starved `n` items and the flag that
+/// would help (SPEC §4.1: starving is not timing out).
+fn starved_line(n: usize, by: PaceLimit, next: Duration, timeout: Duration, rate: Rate) -> String {
+    let items = if n == 1 {
+        "1 item"
+    } else {
+        &format!("{n} items")
+    };
+    let secs = |d: Duration| format!("{:.1}s", d.as_secs_f64());
+    let (limit, fix) = match by {
+        PaceLimit::Window { learned: false, .. } => (
+            format!("{by} (--rate {rate})"),
+            format!(
+                "raise --timeout to more than {} or allow more with --rate",
+                secs(next)
+            ),
+        ),
+        PaceLimit::Window { learned: true, .. } => (
+            by.to_string(),
+            format!(
+                "the server allows no more; raise --timeout to more than {}",
+                secs(next)
+            ),
+        ),
+        PaceLimit::Adaptive { .. } => (
+            format!("{by} (--rate {rate})"),
+            "raise --timeout, or send fewer items at once".to_string(),
+        ),
+        _ => (by.to_string(), "raise --timeout".to_string()),
+    };
+    format!(
+        "{items} not sent: {limit} allows the next send only at +{}, after the --timeout of {}; {fix}",
+        secs(next),
+        secs(timeout)
+    )
 }

@@ -68,6 +68,14 @@ pub struct Config {
     /// log is allocated once at this size). `None`: never learn. Default
     /// `Some(1000)`.
     pub learn_quota: Option<u32>,
+    /// Adapt the send rate to rate-limited answers when the server gives
+    /// no quota (SPEC §4.1; the AWS SDKs' adaptive mode, see
+    /// [`polite_core::adaptive`]): a 429 without hints cuts the rate every
+    /// call of the client may use, successes grow it back. A configured
+    /// `throttle` stays the ceiling; a quota learnt from `RateLimit-Policy`
+    /// replaces the guess; a server that never answers 429 never sees the
+    /// client slow down. Default `true`.
+    pub adaptive: bool,
 }
 
 impl Default for Config {
@@ -83,6 +91,7 @@ impl Default for Config {
             max_restarts: 2,
             rate_limit_headers: RateLimitHeaders::default(),
             learn_quota: Some(1000),
+            adaptive: true,
         }
     }
 }
@@ -152,10 +161,14 @@ where
             (None, None) => None,
         };
         let entropy = RandomState::new().build_hasher().finish();
+        let mut pace = ClientPace::new(throttle);
+        if config.adaptive {
+            pace = pace.adaptive();
+        }
         Ok(Client {
             transport,
             config,
-            pace: Arc::new(Mutex::new(ClientPace::new(throttle))),
+            pace: Arc::new(Mutex::new(pace)),
             observer: None,
             ids: AtomicU64::new(1),
             entropy,

@@ -2,12 +2,15 @@
 
 use std::time::Instant;
 
+use polite_core::adaptive::AdaptiveRate;
 use polite_core::ratelimit::RateLimitInfo;
-use polite_core::{Pace, RateThrottle};
+use polite_core::{Pace, PaceLimit, RateThrottle};
 
 /// A client's shared pace: an optional [`RateThrottle`] plus a cool-down
 /// that works even without a throttle, so that a 429 seen by one call holds
-/// off every other call of the same client until the server's time.
+/// off every other call of the same client until the server's time, and —
+/// without a throttle — an optional [`AdaptiveRate`] (a throttle brings
+/// its own, [`RateThrottle::adaptive`]).
 ///
 /// ```
 /// use polite_client::ClientPace;
@@ -24,6 +27,11 @@ use polite_core::{Pace, RateThrottle};
 pub struct ClientPace {
     throttle: Option<RateThrottle>,
     cooling_until: Option<Instant>,
+    /// Without a throttle: adapt to rate-limited answers (made at the first
+    /// call when `adaptive`).
+    adaptive: bool,
+    rate: Option<AdaptiveRate>,
+    refused_by: PaceLimit,
 }
 
 impl ClientPace {
@@ -33,7 +41,33 @@ impl ClientPace {
         ClientPace {
             throttle,
             cooling_until: None,
+            adaptive: false,
+            rate: None,
+            refused_by: PaceLimit::Unknown,
         }
+    }
+
+    /// Without a throttle, also adapt the send rate to rate-limited
+    /// answers ([`AdaptiveRate`]); with one, make the throttle
+    /// [adaptive](RateThrottle::adaptive) instead.
+    ///
+    /// ```
+    /// use polite_client::ClientPace;
+    /// use polite_core::Pace;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut p = ClientPace::new(None).adaptive();
+    /// assert_eq!(p.acquire(t0), Ok(()));
+    /// p.on_answer(t0 + Duration::from_secs(2), true); // a bare 429
+    /// assert!(p.acquire(t0 + Duration::from_secs(2)).is_err());
+    /// ```
+    #[must_use]
+    pub fn adaptive(mut self) -> ClientPace {
+        match self.throttle.take() {
+            Some(t) => self.throttle = Some(t.adaptive()),
+            None => self.adaptive = true,
+        }
+        self
     }
 
     /// The throttle, if one is configured.
@@ -47,14 +81,40 @@ impl Pace for ClientPace {
     fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
         if let Some(until) = self.cooling_until {
             if now < until {
+                self.refused_by = PaceLimit::CoolDown;
                 return Err(until);
             }
             self.cooling_until = None;
         }
-        match &mut self.throttle {
-            Some(t) => t.acquire(now),
-            None => Ok(()),
+        if let Some(t) = &mut self.throttle {
+            let r = t.acquire(now);
+            self.refused_by = t.refusal();
+            return r;
         }
+        if self.adaptive {
+            let rate = self.rate.get_or_insert_with(|| AdaptiveRate::new(now));
+            rate.acquire(now).inspect_err(|_| {
+                self.refused_by = PaceLimit::Adaptive {
+                    interval: rate.interval(),
+                };
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        if let Some(t) = &mut self.throttle {
+            t.on_answer(now, throttled);
+        } else if self.adaptive {
+            self.rate
+                .get_or_insert_with(|| AdaptiveRate::new(now))
+                .on_answer(now, throttled);
+        }
+    }
+
+    fn refusal(&self) -> PaceLimit {
+        self.refused_by
     }
 
     fn cool_down(&mut self, until: Instant) {

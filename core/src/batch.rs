@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::budget::{NoBudget, RetryBudget};
-use crate::event::{Action, Event, SendPlan};
+use crate::event::{Action, Event, Response, SendPlan};
 use crate::machine::Machine;
 use crate::outcome::{Outcome, Reply, RetryClass};
-use crate::pace::{Pace, cool_down_after, observe_rate_limit};
+use crate::pace::{Pace, after_answer, observe_rate_limit};
 use crate::policy::{PolicyError, RetryPolicy};
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
@@ -428,23 +428,22 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             Event::Tick if now < self.deadline => self.wake_due(),
             Event::Tick => {}
             Event::Response(r) => {
-                let rl = self.policy.retry.class_of_response(&r) == Some(RetryClass::RateLimited);
-                cool_down_after(&mut self.pace, &self.policy.retry.retry_after, now, rl, &r);
                 if observe_rate_limit(&mut self.pace, &self.rate_limit, now, &r) {
                     // A resized pace may grant earlier than it said: ask again.
                     self.refused_until = None;
                 }
-                self.answer(r.id.item, event);
+                self.answer(r.id.item, event, Some(&r));
             }
-            Event::TransportError(id, _) => self.answer(id.item, event),
+            Event::TransportError(id, _) => self.answer(id.item, event, None),
         }
         if now >= self.deadline {
             self.expire();
         }
     }
 
-    /// An answer (or transport error) for item `k`.
-    fn answer(&mut self, k: u32, event: Event<'_>) {
+    /// An answer (or transport error) for item `k`; the pace hears how the
+    /// attempt was classed (`after_answer`).
+    fn answer(&mut self, k: u32, event: Event<'_>, response: Option<&Response<'_>>) {
         let i = k as usize;
         if i >= self.items.len() || self.outcomes[i].is_some() {
             return;
@@ -463,6 +462,15 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             self.in_flight -= 1;
         }
         if let Some(r) = record {
+            after_answer(
+                &mut self.pace,
+                &self.policy.retry.retry_after,
+                self.now,
+                response,
+                &r,
+            );
+            // A cool-down or a slower rate refuses later than cached.
+            self.refused_until = None;
             self.record = Some(r);
         }
         if let Some(o) = self.items[i].state.outcome() {
@@ -609,8 +617,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The pace cannot grant a send before `needed`, at or after the
     /// deadline: every item waiting to send stops now (SPEC §1).
     fn starve(&mut self, needed: Instant) {
-        let o = Outcome::TimedOut {
-            needed: Some(needed),
+        let o = Outcome::Starved {
+            until: needed,
+            by: self.pace.refusal(),
         };
         while let Some(k) = self.ready.pop_front() {
             self.end(k as usize, o);
@@ -655,12 +664,17 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             return Outcome::Cancelled;
         }
         let mut succeeded = 0;
+        let mut starved = None;
         for o in self.outcomes.iter().flatten() {
             match o {
                 Outcome::TimedOut { .. } => return Outcome::TimedOut { needed: None },
+                Outcome::Starved { .. } => starved = starved.or(Some(*o)),
                 o if o.is_success() => succeeded += 1,
                 _ => {}
             }
+        }
+        if let Some(o) = starved {
+            return o;
         }
         Outcome::BatchDone {
             succeeded,

@@ -164,6 +164,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod adaptive;
 pub mod aws;
 pub mod backoff;
 mod batch;
@@ -188,7 +189,7 @@ pub use batch::{BatchMachine, BatchPolicy};
 pub use budget::{NoBudget, RetryBucket, RetryBudget, RetryCosts};
 pub use event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
 pub use machine::Machine;
-pub use outcome::{Outcome, Reply, RetryClass, StateName};
+pub use outcome::{Outcome, PaceLimit, Reply, RetryClass, StateName};
 pub use pace::{Pace, Paced, RateThrottle, Unpaced};
 pub use policy::{
     Backoff, BackoffExponent, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy,

@@ -1,8 +1,94 @@
 //! How a machine ends: exactly one [`Outcome`] per logical request or wait.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::event::TransportErrorKind;
+
+/// Which limit of a [`Pace`](crate::Pace) refused a send: the facts that
+/// [`Outcome::Starved`] carries so that a caller can say which setting to
+/// change (SPEC §4.1: starving is not timing out).
+///
+/// ```
+/// use polite_core::PaceLimit;
+/// use std::time::Duration;
+/// let w = PaceLimit::Window { limit: 50, window: Duration::from_secs(60), learned: false };
+/// assert_eq!(w.to_string(), "the rate limit of 50 per 60s");
+/// let a = PaceLimit::Adaptive { interval: Duration::from_millis(1500) };
+/// assert_eq!(a.to_string(), "the adaptive rate (one send every 1.5s, slowed by rate-limited answers)");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum PaceLimit {
+    /// A sliding window was full: `limit` sends per `window`, configured,
+    /// or learnt from the server's `RateLimit-Policy` (`learned`).
+    Window {
+        /// Sends per window.
+        limit: u32,
+        /// The window.
+        window: Duration,
+        /// Learnt from the server rather than configured.
+        learned: bool,
+    },
+    /// The adaptive rate ([`AdaptiveRate`](crate::adaptive::AdaptiveRate)),
+    /// slowed by rate-limited answers: one send per `interval`.
+    Adaptive {
+        /// The time between two sends at the current rate.
+        interval: Duration,
+    },
+    /// A cool-down: a server's `Retry-After` or `RateLimit` pause, or the
+    /// shared slow-down after a rate-limited answer without one.
+    CoolDown,
+    /// A pace that does not say why.
+    #[default]
+    Unknown,
+}
+
+impl std::fmt::Display for PaceLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PaceLimit::Window {
+                limit,
+                window,
+                learned: false,
+            } => write!(f, "the rate limit of {limit} per {}", Secs(*window)),
+            PaceLimit::Window {
+                limit,
+                window,
+                learned: true,
+            } => write!(
+                f,
+                "the server's quota of {limit} per {} (from its RateLimit-Policy)",
+                Secs(*window)
+            ),
+            PaceLimit::Adaptive { interval } => write!(
+                f,
+                "the adaptive rate (one send every {}, slowed by rate-limited answers)",
+                Secs(*interval)
+            ),
+            PaceLimit::CoolDown => f.write_str("a cool-down the server asked for"),
+            PaceLimit::Unknown => f.write_str("the pace"),
+        }
+    }
+}
+
+/// A duration as a person writes it: `60s`, `1.5s`, `500ms`.
+struct Secs(Duration);
+
+impl std::fmt::Display for Secs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = self.0;
+        if d >= Duration::from_secs(1) {
+            let s = d.as_secs_f64();
+            if d.subsec_millis() == 0 {
+                write!(f, "{}s", d.as_secs())
+            } else {
+                write!(f, "{}s", (s * 10.0).round() / 10.0)
+            }
+        } else {
+            write!(f, "{}ms", d.as_millis())
+        }
+    }
+}
 
 /// The classes of failure that are retried, each with its own budget.
 ///
@@ -194,6 +280,18 @@ pub enum Outcome {
         /// The instant the next send would have needed, when that is why.
         needed: Option<Instant>,
     },
+    /// The pace could not grant a send before the deadline: the client's
+    /// own limit, not the server, used up the budget. `until` is the
+    /// earliest instant it could have sent, `by` the limit that refused
+    /// (SPEC §4.1: starving is not timing out; a caller names the setting
+    /// to change).
+    Starved {
+        /// When the pace would have granted the send (at or after the
+        /// deadline).
+        until: Instant,
+        /// Which limit refused.
+        by: PaceLimit,
+    },
     /// The caller cancelled. Nothing promises that an in-flight request
     /// did not reach the server.
     Cancelled,
@@ -242,6 +340,10 @@ impl std::fmt::Display for Outcome {
             }
             Outcome::Permanent { cause } => write!(f, "{cause}, not retried"),
             Outcome::TimedOut { .. } => f.write_str("timed out"),
+            Outcome::Starved { by, .. } => write!(
+                f,
+                "starved by the client's own pace: {by} allows no send before the deadline"
+            ),
             Outcome::Cancelled => f.write_str("cancelled"),
             Outcome::Stale => f.write_str("stale session"),
             Outcome::BatchDone { succeeded, failed } => {

@@ -29,9 +29,10 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::adaptive::AdaptiveRate;
 use crate::event::{Action, Event, Response, SendPlan};
 use crate::machine::Machine;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, PaceLimit, RetryClass};
 use crate::policy::{PolicyError, RetryAfterLimits};
 use crate::ratelimit::{Quota, RateLimitHeaders, RateLimitInfo};
 use crate::record::AttemptRecord;
@@ -127,6 +128,45 @@ pub trait Pace {
     fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
         let _ = (now, info);
     }
+
+    /// An answer (or transport error) arrived at `now` for a send this pace
+    /// granted; `throttled` when the retry policy (or the caller's
+    /// classifier) classed it rate-limited — whatever its status. An
+    /// adaptive pace ([`RateThrottle::adaptive`]) slows down on throttles
+    /// and speeds up again on the rest; ignored by default.
+    ///
+    /// ```
+    /// use polite_core::{Pace, RateThrottle};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::new(1000, Duration::from_secs(1)).unwrap().adaptive();
+    /// assert_eq!(t.acquire(t0), Ok(()));
+    /// // A rate-limited answer 2 s later: the adaptive rate starts pacing.
+    /// Pace::on_answer(&mut t, t0 + Duration::from_secs(2), true);
+    /// assert!(t.acquire(t0 + Duration::from_secs(2)).is_err());
+    /// ```
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        let _ = (now, throttled);
+    }
+
+    /// Which limit made the latest refusal of [`acquire`](Pace::acquire)
+    /// ([`PaceLimit::Unknown`] by default): a machine that has to stop
+    /// because the pace refuses until after its deadline puts it in
+    /// [`Outcome::Starved`], so the caller can say which setting to change.
+    ///
+    /// ```
+    /// use polite_core::{Pace, PaceLimit, RateThrottle};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::new(1, Duration::from_secs(60)).unwrap();
+    /// t.acquire(t0).unwrap();
+    /// assert!(t.acquire(t0).is_err());
+    /// assert_eq!(Pace::refusal(&t),
+    ///            PaceLimit::Window { limit: 1, window: Duration::from_secs(60), learned: false });
+    /// ```
+    fn refusal(&self) -> PaceLimit {
+        PaceLimit::Unknown
+    }
 }
 
 /// No pacing: every send is granted at once, cool-downs are ignored.
@@ -166,6 +206,14 @@ impl<P: Pace + ?Sized> Pace for &mut P {
     fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
         (**self).observe(now, info);
     }
+    #[inline]
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        (**self).on_answer(now, throttled);
+    }
+    #[inline]
+    fn refusal(&self) -> PaceLimit {
+        (**self).refusal()
+    }
 }
 
 impl<P: Pace + ?Sized> Pace for Box<P> {
@@ -180,6 +228,14 @@ impl<P: Pace + ?Sized> Pace for Box<P> {
     #[inline]
     fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
         (**self).observe(now, info);
+    }
+    #[inline]
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        (**self).on_answer(now, throttled);
+    }
+    #[inline]
+    fn refusal(&self) -> PaceLimit {
+        (**self).refusal()
     }
 }
 
@@ -206,6 +262,18 @@ impl<P: Pace + ?Sized> Pace for Arc<Mutex<P>> {
             .unwrap_or_else(PoisonError::into_inner)
             .observe(now, info);
     }
+    #[inline]
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_answer(now, throttled);
+    }
+    #[inline]
+    fn refusal(&self) -> PaceLimit {
+        self.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .refusal()
+    }
 }
 
 /// Shared between machines driven on one thread.
@@ -221,6 +289,14 @@ impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
     #[inline]
     fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
         self.borrow_mut().observe(now, info);
+    }
+    #[inline]
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        self.borrow_mut().on_answer(now, throttled);
+    }
+    #[inline]
+    fn refusal(&self) -> PaceLimit {
+        self.borrow().refusal()
     }
 }
 
@@ -300,6 +376,12 @@ pub struct RateThrottle {
     /// the answer to give until then (that instant plus the margin). Set at
     /// the first refusal, so that repeated refusals are two comparisons.
     full: Option<(Instant, Instant)>,
+    /// Adapts to rate-limited answers ([`adaptive`](Self::adaptive)).
+    adaptive: bool,
+    /// The adaptive rate, made at the first call after `adaptive()`.
+    rate: Option<AdaptiveRate>,
+    /// Which limit made the latest refusal.
+    refused_by: PaceLimit,
 }
 
 impl Default for RateThrottle {
@@ -381,6 +463,9 @@ impl RateThrottle {
             latest: None,
             cool_until: None,
             full: None,
+            adaptive: false,
+            rate: None,
+            refused_by: PaceLimit::Unknown,
         }
     }
 
@@ -439,6 +524,9 @@ impl RateThrottle {
             latest: None,
             cool_until: None,
             full: None,
+            adaptive: false,
+            rate: None,
+            refused_by: PaceLimit::Unknown,
         })
     }
 
@@ -458,6 +546,135 @@ impl RateThrottle {
         self.margin = margin;
         self.hold = self.window.saturating_add(margin);
         self
+    }
+
+    /// Adds an adaptive rate ([`AdaptiveRate`], the AWS SDKs' adaptive
+    /// mode) for servers that give no hints (SPEC §4.1): every
+    /// [`on_answer`](Self::on_answer) feeds it; the first rate-limited
+    /// answer turns it on, and from then on a send needs both a free slot
+    /// in the window and a token of the adaptive rate.
+    ///
+    /// * The window stays the **ceiling**: the adaptive rate only ever
+    ///   makes the throttle stricter.
+    /// * A **learnt quota wins over the guess**: once a
+    ///   [learning](Self::learning) throttle knows the server's quota, the
+    ///   adaptive rate no longer refuses sends.
+    /// * A server that never answers rate-limited **never sees the
+    ///   throttle slow down**.
+    ///
+    /// ```
+    /// use polite_core::{PaceLimit, RateThrottle};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let ms = Duration::from_millis;
+    /// let mut t = RateThrottle::learning(1000).unwrap().adaptive();
+    /// for i in 0..20 { // 20 quick successes: nothing slows down
+    ///     assert_eq!(t.acquire(t0 + ms(50 * i)), Ok(()));
+    ///     t.on_answer(t0 + ms(50 * i), false);
+    /// }
+    /// t.on_answer(t0 + ms(1000), true); // a bare 429: ~20/s cut to ~14/s
+    /// assert_eq!(t.acquire(t0 + ms(1000)), Ok(())); // the token in the bucket
+    /// assert!(t.acquire(t0 + ms(1000)).is_err()); // then one per ~73 ms
+    /// assert!(matches!(t.refusal(), PaceLimit::Adaptive { .. }));
+    /// ```
+    #[must_use]
+    pub fn adaptive(mut self) -> RateThrottle {
+        self.adaptive = true;
+        self
+    }
+
+    /// Whether an adaptive rate is part of this throttle.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// assert!(RateThrottle::default().adaptive().is_adaptive());
+    /// assert!(!RateThrottle::default().is_adaptive());
+    /// ```
+    #[must_use]
+    pub fn is_adaptive(&self) -> bool {
+        self.adaptive
+    }
+
+    /// The adaptive rate, once it has seen an answer.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::Instant;
+    /// let mut t = RateThrottle::default().adaptive();
+    /// assert!(t.adaptive_rate().is_none());
+    /// t.on_answer(Instant::now(), false);
+    /// assert!(!t.adaptive_rate().unwrap().is_enabled());
+    /// ```
+    #[must_use]
+    pub fn adaptive_rate(&self) -> Option<&AdaptiveRate> {
+        self.rate.as_ref()
+    }
+
+    /// An answer arrived at `now` for a send of this throttle (see
+    /// [`Pace::on_answer`]): feeds the adaptive rate, if there is one.
+    ///
+    /// ```
+    /// use polite_core::RateThrottle;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::default().adaptive();
+    /// t.on_answer(t0 + Duration::from_secs(2), true);
+    /// assert!(t.adaptive_rate().unwrap().is_enabled());
+    /// ```
+    pub fn on_answer(&mut self, now: Instant, throttled: bool) {
+        // A `now` seen: later calls with an earlier one are clamped to it.
+        let now = match self.latest {
+            Some(latest) if latest >= now => latest,
+            _ => {
+                self.latest = Some(now);
+                now
+            }
+        };
+        if self.adaptive {
+            self.rate
+                .get_or_insert_with(|| AdaptiveRate::new(now))
+                .on_answer(now, throttled);
+        }
+    }
+
+    /// Which limit made the latest refusal (see [`Pace::refusal`]).
+    ///
+    /// ```
+    /// use polite_core::{PaceLimit, RateThrottle};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut t = RateThrottle::default();
+    /// t.cool_down(t0 + Duration::from_secs(1));
+    /// assert!(t.acquire(t0).is_err());
+    /// assert_eq!(t.refusal(), PaceLimit::CoolDown);
+    /// ```
+    #[must_use]
+    pub fn refusal(&self) -> PaceLimit {
+        self.refused_by
+    }
+
+    fn window_limit(&self) -> PaceLimit {
+        PaceLimit::Window {
+            limit: self.limit(),
+            window: self.window,
+            learned: self.learning,
+        }
+    }
+
+    /// Drops the grants that have aged out at `now`: a grant at `t` has
+    /// aged out when `t + window <= now`. When `now - window` is not
+    /// representable, nothing recorded is that old.
+    #[inline]
+    fn age_out(&mut self, now: Instant) {
+        if let Some(cutoff) = now.checked_sub(self.window) {
+            while self.len > 0 && self.slots[self.head] <= cutoff {
+                self.head += 1;
+                if self.head == self.cap {
+                    self.head = 0;
+                }
+                self.len -= 1;
+            }
+        }
     }
 
     /// Asks for one send at `now`.
@@ -495,27 +712,29 @@ impl RateThrottle {
         if let Some(until) = self.cool_until
             && now < until
         {
+            self.refused_by = PaceLimit::CoolDown;
             return Err(until);
         }
         if let Some((until, answer)) = self.full {
             if now < until {
                 // Still full: nothing has aged out and nothing was granted.
+                self.refused_by = self.window_limit();
                 return Err(answer);
             }
             self.full = None;
         }
-        // A grant at `t` has aged out when `t + window <= now`. When
-        // `now - window` is not representable, nothing recorded is that old.
-        if let Some(cutoff) = now.checked_sub(self.window) {
-            while self.len > 0 && self.slots[self.head] <= cutoff {
-                self.head += 1;
-                if self.head == self.cap {
-                    self.head = 0;
-                }
-                self.len -= 1;
-            }
-        }
+        self.age_out(now);
         if self.len < self.limit {
+            // The adaptive rate guesses only while no quota was learnt.
+            if self.adaptive && !(self.learning && self.limit != usize::MAX) {
+                let rate = self.rate.get_or_insert_with(|| AdaptiveRate::new(now));
+                if let Err(t) = rate.acquire(now) {
+                    self.refused_by = PaceLimit::Adaptive {
+                        interval: rate.interval(),
+                    };
+                    return Err(t);
+                }
+            }
             if self.len == self.cap {
                 // Only an unsized learning throttle gets here (otherwise
                 // len < limit <= cap): keep the latest `cap` grants.
@@ -553,6 +772,7 @@ impl RateThrottle {
             i -= self.cap;
         }
         let oldest = self.slots[i];
+        self.refused_by = self.window_limit();
         let answer = deadline_after(oldest, self.hold);
         self.full = Some((oldest.checked_add(self.window).unwrap_or(answer), answer));
         answer
@@ -610,14 +830,39 @@ impl RateThrottle {
     /// assert_eq!(fixed.acquire(t0), Err(t0 + Duration::from_millis(2050))); // ...but pauses
     /// ```
     pub fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
-        if let Some(pause) = info.pause {
-            self.cool_down(deadline_after(now, pause.saturating_add(self.margin)));
-        }
         if self.learning
             && let Some(q) = info.quota
         {
             self.resize(q);
         }
+        if let Some(pause) = info.pause
+            && !self.log_covers(now, info)
+        {
+            self.cool_down(deadline_after(now, pause.saturating_add(self.margin)));
+        }
+    }
+
+    /// Whether the log already refuses for as long as a server pause can
+    /// matter: the server advertises its quota, this throttle's own is at
+    /// least as strict (no more sends, over no shorter a window), and the
+    /// log is full at `now`. Then the log's own refusal (its oldest grant
+    /// ages out, plus the margin) comes no earlier than the server's
+    /// window resets — a sliding window of `limit` never puts more than
+    /// `limit` sends in any window of the server's — and it is exact,
+    /// where `RateLimit`'s reset is whole seconds, rounded up (a 500 ms
+    /// window's "0.49 s left" arrives as `t=1`). When the log is not full
+    /// (others share the quota) or the server's quota is unknown, the
+    /// pause is obeyed.
+    fn log_covers(&mut self, now: Instant, info: &RateLimitInfo) -> bool {
+        let Some(q) = info.quota else {
+            return false;
+        };
+        if self.limit == usize::MAX || (self.limit as u64) > q.limit || self.window < q.window {
+            return false;
+        }
+        let now = self.latest.map_or(now, |l| l.max(now));
+        self.age_out(now);
+        self.len >= self.limit
     }
 
     /// Sizes a learning throttle to `q` (capped to its ring).
@@ -718,6 +963,14 @@ impl Pace for RateThrottle {
     fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
         RateThrottle::observe(self, now, info);
     }
+    #[inline]
+    fn on_answer(&mut self, now: Instant, throttled: bool) {
+        RateThrottle::on_answer(self, now, throttled);
+    }
+    #[inline]
+    fn refusal(&self) -> PaceLimit {
+        self.refused_by
+    }
 }
 
 /// Reads the rate-limit headers of `response` that `headers` enables and
@@ -752,17 +1005,54 @@ pub(crate) fn cool_down_after<P: Pace + ?Sized>(
     now: Instant,
     rate_limited: bool,
     response: &Response<'_>,
-) {
+) -> bool {
     if !rate_limited {
-        return;
+        return false;
     }
     let Some(value) = response.retry_after else {
-        return;
+        return false;
     };
     if let Ok(d) = retry_after::server_delay(value, response.date, response.wall_clock)
         && let Some(until) = now.checked_add(d.clamp(limits.min, limits.max))
     {
         pace.cool_down(until);
+        return true;
+    }
+    false
+}
+
+/// What a pace learns from one answered attempt, the same for [`Paced`]
+/// and [`BatchMachine`](crate::BatchMachine) (SPEC §4.1), decided by the
+/// attempt's class — the retry policy's or the caller's classifier's, not
+/// a fixed status:
+///
+/// * every answer feeds [`Pace::on_answer`] (the adaptive rate);
+/// * a rate-limited answer with a valid `Retry-After` cools the pace down
+///   until the server's time (clamped to `limits`);
+/// * a rate-limited answer **without** a server time cools it down until
+///   the item's own computed backoff ends (`record.next`), so everything
+///   sharing the pace slows down, not only the refused item.
+pub(crate) fn after_answer<P: Pace + ?Sized>(
+    pace: &mut P,
+    limits: &RetryAfterLimits,
+    now: Instant,
+    response: Option<&Response<'_>>,
+    record: &AttemptRecord,
+) {
+    let throttled = record.class == Some(RetryClass::RateLimited);
+    pace.on_answer(now, throttled);
+    if !throttled {
+        return;
+    }
+    if let Some(r) = response
+        && cool_down_after(pace, limits, now, true, r)
+    {
+        return;
+    }
+    if let Some(next) = record.next
+        && next.send_at > now
+    {
+        pace.cool_down(next.send_at);
     }
 }
 
@@ -837,6 +1127,10 @@ pub struct Paced<M, P> {
     limits: RetryAfterLimits,
     rate_limit: RateLimitHeaders,
     stopped: Option<Outcome>,
+    /// The inner machine's latest attempt record, read by `handle` (to
+    /// tell the pace how the attempt was classed) and kept for
+    /// [`Machine::take_record`].
+    record: Option<AttemptRecord>,
 }
 
 impl<M: Machine, P: Pace> Paced<M, P> {
@@ -865,6 +1159,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
             limits: RetryAfterLimits::default(),
             rate_limit: RateLimitHeaders::default(),
             stopped: None,
+            record: None,
         }
     }
 
@@ -1017,14 +1312,29 @@ impl<M: Machine, P: Pace> Paced<M, P> {
         {
             return;
         }
-        if let Event::Response(r) = &event {
-            cool_down_after(&mut self.pace, &self.limits, now, r.status == 429, r);
-            if observe_rate_limit(&mut self.pace, &self.rate_limit, now, r) {
-                // A resized pace may grant earlier than it said: ask again.
-                self.refused_until = None;
+        let response = match event {
+            Event::Response(r) => {
+                if observe_rate_limit(&mut self.pace, &self.rate_limit, now, &r) {
+                    // A resized pace may grant earlier than it said: ask again.
+                    self.refused_until = None;
+                }
+                Some(r)
             }
-        }
+            _ => None,
+        };
         self.inner.handle(now, event);
+        if let Some(record) = self.inner.take_record() {
+            after_answer(
+                &mut self.pace,
+                &self.limits,
+                now,
+                response.as_ref(),
+                &record,
+            );
+            // A cool-down or a slower rate refuses later than cached.
+            self.refused_until = None;
+            self.record = Some(record);
+        }
     }
 
     /// Asks the pace unless it refused until a later instant.
@@ -1102,8 +1412,9 @@ impl<M: Machine, P: Pace> Paced<M, P> {
                     if let Some(deadline) = self.inner.deadline()
                         && until >= deadline
                     {
-                        let o = Outcome::TimedOut {
-                            needed: Some(until),
+                        let o = Outcome::Starved {
+                            until,
+                            by: self.pace.refusal(),
                         };
                         self.stopped = Some(o);
                         self.held = None;
@@ -1127,7 +1438,7 @@ impl<M: Machine, P: Pace> Machine for Paced<M, P> {
         Paced::poll_action(self)
     }
     fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.inner.take_record()
+        self.record.take().or_else(|| self.inner.take_record())
     }
     fn deadline(&self) -> Option<Instant> {
         self.inner.deadline()

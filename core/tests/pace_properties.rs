@@ -151,6 +151,9 @@ struct Setup {
     requests: Vec<RequestInfo>,
     /// `None`: unpaced; else a throttle of (limit, window).
     throttle: Option<(u32, Duration)>,
+    /// The throttle also adapts to rate-limited answers (SPEC §4.1): the
+    /// checker's `rate` rule then checks that the window stays the ceiling.
+    adaptive: bool,
     seed: u64,
     timeout: Duration,
 }
@@ -162,7 +165,7 @@ fn setup() -> impl Strategy<Value = Setup> {
         (1u32..5, 0u32..4),
         prop::collection::vec(request(), 0..10),
         prop::option::weighted(0.7, (1u32..5, 50u64..3_000)),
-        any::<u64>(),
+        (any::<u64>(), any::<bool>()),
         prop_oneof![0u64..20_000, 20_000u64..200_000],
     )
         .prop_map(
@@ -172,7 +175,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 (concurrency, max_restarts),
                 requests,
                 throttle,
-                seed,
+                (seed, adaptive),
                 timeout_ms,
             )| {
                 let mut retry = RetryPolicy {
@@ -200,6 +203,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                     },
                     requests,
                     throttle: throttle.map(|(l, w)| (l, Duration::from_millis(w))),
+                    adaptive,
                     seed,
                     timeout: Duration::from_millis(timeout_ms),
                 }
@@ -220,11 +224,14 @@ struct BatchRun {
 fn drive_batch(s: &Setup, script: &[Input]) -> Result<BatchRun, String> {
     match s.throttle {
         None => drive_batch_with(s, script, Unpaced),
-        Some((limit, window)) => drive_batch_with(
-            s,
-            script,
-            RateThrottle::new(limit, window).map_err(|e| e.to_string())?,
-        ),
+        Some((limit, window)) => {
+            let throttle = RateThrottle::new(limit, window).map_err(|e| e.to_string())?;
+            if s.adaptive {
+                drive_batch_with(s, script, throttle.adaptive())
+            } else {
+                drive_batch_with(s, script, throttle)
+            }
+        }
     }
 }
 
@@ -293,6 +300,11 @@ proptest! {
             Outcome::BatchDone { succeeded, failed } =>
                 prop_assert_eq!((succeeded + failed) as usize, s.requests.len()),
             Outcome::Cancelled | Outcome::TimedOut { needed: None } => {}
+            Outcome::Starved { until, .. } => prop_assert!(
+                r.outcomes.iter().flatten().any(|o| matches!(o, Outcome::Starved { .. }))
+                    && until >= r.deadline,
+                "batch starved at {until:?} with deadline {:?}", r.deadline
+            ),
             other => prop_assert!(false, "batch outcome {other:?}"),
         }
     }
@@ -360,12 +372,16 @@ proptest! {
         window_ms in 100u64..3_000,
         timeout_ms in 0u64..20_000,
         seed in any::<u64>(),
+        adaptive in any::<bool>(),
         script in prop::collection::vec(single(), 0..40),
     ) {
         let t0 = origin();
         let policy = RetryPolicy::default();
         let window = Duration::from_millis(window_ms);
-        let shared = Rc::new(RefCell::new(RateThrottle::new(limit, window).unwrap()));
+        let throttle = RateThrottle::new(limit, window).unwrap();
+        // Adaptive or not, the window is the ceiling (SPEC §4.1).
+        let throttle = if adaptive { throttle.adaptive() } else { throttle };
+        let shared = Rc::new(RefCell::new(throttle));
         let inner = RetryMachine::new(policy, RequestInfo::new(RequestId(1), Method::Get),
                                       SplitMix64::new(seed), t0, Duration::from_millis(timeout_ms)).unwrap();
         let checker = Checker::for_machine(&inner);

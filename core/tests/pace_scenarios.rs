@@ -10,8 +10,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, Trace, origin};
 use polite_core::{
-    Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, Paced,
-    RateThrottle, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendPlan, Unpaced,
+    Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, PaceLimit,
+    Paced, RateThrottle, RequestId, RequestInfo, Response, RetryClass, RetryMachine, RetryPolicy,
+    SendPlan, StatusSet, Unpaced,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -377,8 +378,13 @@ fn a_grant_after_the_deadline_stops_at_once() {
     let mut m = Paced::new(retry_machine(1, no_jitter(), 2 * S), throttle, t0);
     assert_eq!(
         m.poll_action(),
-        Action::Stop(Outcome::TimedOut {
-            needed: Some(t0 + 5050 * MS)
+        Action::Stop(Outcome::Starved {
+            until: t0 + 5050 * MS,
+            by: PaceLimit::Window {
+                limit: 1,
+                window: 5 * S,
+                learned: false
+            }
         })
     );
     assert_eq!(m.inner().sends(), 1, "the inner machine asked once");
@@ -419,8 +425,13 @@ fn a_slot_taken_by_a_sharer_pushes_the_grant_past_the_deadline() {
     m.handle(t0 + 1050 * MS, Event::Tick);
     assert_eq!(
         m.poll_action(),
-        Action::Stop(Outcome::TimedOut {
-            needed: Some(t0 + 2100 * MS)
+        Action::Stop(Outcome::Starved {
+            until: t0 + 2100 * MS,
+            by: PaceLimit::Window {
+                limit: 1,
+                window: S,
+                learned: false
+            }
         })
     );
 }
@@ -445,8 +456,13 @@ fn paced_never_sleeps_past_the_deadline() {
     assert_eq!(trace.steps[0].action, Action::SleepUntil(t0 + 300 * MS));
     assert_eq!(
         trace.outcome,
-        Outcome::TimedOut {
-            needed: Some(t0 + 10 * S + 300 * MS)
+        Outcome::Starved {
+            until: t0 + 10 * S + 300 * MS,
+            by: PaceLimit::Window {
+                limit: 1,
+                window: 10 * S,
+                learned: false
+            }
         }
     );
 }
@@ -676,7 +692,8 @@ fn the_deadline_ends_the_batch_timed_out() {
 #[test]
 fn items_the_pace_cannot_serve_in_time_stop_at_once() {
     // One send per 10 s, deadline 5 s: item 0 goes; items 1 and 2 could
-    // only go at 10.05 s, so they end TimedOut with that instant right away.
+    // only go at 10.05 s, so they end Starved (not a plain TimedOut: the
+    // client's own throttle is the cause) with that instant, right away.
     let t0 = origin();
     let policy = BatchPolicy {
         concurrency: 3,
@@ -686,16 +703,23 @@ fn items_the_pace_cannot_serve_in_time_stop_at_once() {
     let c = checker(&b, 3).throttled(1, 10 * S);
     let sim = Simulator::new(t0).server(|_, _| Scripted::status(200));
     let trace = run_checked(sim, &mut b, c);
-    let needed = Some(t0 + 10 * S + 50 * MS);
+    let starved = Outcome::Starved {
+        until: t0 + 10 * S + 50 * MS,
+        by: PaceLimit::Window {
+            limit: 1,
+            window: 10 * S,
+            learned: false,
+        },
+    };
     assert_eq!(
         b.outcomes(),
         &[
             Some(Outcome::Succeeded { status: 200 }),
-            Some(Outcome::TimedOut { needed }),
-            Some(Outcome::TimedOut { needed }),
+            Some(starved),
+            Some(starved),
         ]
     );
-    assert_eq!(trace.outcome, Outcome::TimedOut { needed: None });
+    assert_eq!(trace.outcome, starved);
     assert_eq!(trace.ended_at, t0 + 10 * MS);
 }
 
@@ -786,4 +810,135 @@ fn paced_keeps_every_send_of_a_machine_with_several_outstanding() {
             failed: 0
         })
     );
+}
+
+// ---------------------------------------------------------------------------
+// Servers without hints (SPEC §4.1): the shared slow-down, by class
+// ---------------------------------------------------------------------------
+
+/// Two machines sharing one pace; `a` sends first and gets `answer` at
+/// 10 ms. Returns `a`'s next send instant (its own backoff) and what `b`
+/// is told when it first asks, at the same instant.
+fn sharer_after(
+    policy: RetryPolicy,
+    answer_of: impl Fn(&SendPlan) -> Response<'static>,
+) -> (Instant, Action) {
+    let t0 = origin();
+    let shared = Rc::new(RefCell::new(RateThrottle::new(100, S).unwrap()));
+    let mut a = Paced::new(retry_machine(1, policy, 30 * S), Rc::clone(&shared), t0);
+    let mut b = Paced::new(retry_machine(2, policy, 30 * S), Rc::clone(&shared), t0);
+    let Action::Send(plan) = a.poll_action() else {
+        panic!("a sends first")
+    };
+    let t1 = t0 + 10 * MS;
+    a.handle(t1, Event::Response(answer_of(&plan)));
+    let Action::SleepUntil(a_next) = a.poll_action() else {
+        panic!("a backs off")
+    };
+    b.handle(t1, Event::Tick);
+    (a_next, b.poll_action())
+}
+
+#[test]
+fn a_bare_429_holds_back_every_sharer_for_the_items_backoff() {
+    // No Retry-After: `a` backs off 250 ms (no jitter); `b`, sharing the
+    // pace, may not send before then either.
+    let (a_next, b_first) = sharer_after(no_jitter(), |p| answer(p, 429));
+    assert_eq!(a_next, origin() + 260 * MS);
+    assert_eq!(b_first, Action::SleepUntil(a_next));
+}
+
+#[test]
+fn a_status_the_policy_calls_rate_limited_cools_down_send_and_wait_too() {
+    // 420 (a custom "enhance your calm") is rate-limited by this policy:
+    // `Paced` decides by the policy's class, not by the number 429.
+    let mut policy = no_jitter();
+    policy.rate_limited_statuses = StatusSet::of(&[420, 429]);
+    let (a_next, b_first) = sharer_after(policy, |p| answer(p, 420));
+    assert_eq!(b_first, Action::SleepUntil(a_next));
+    // A classifier's verdict (an AWS `Throttling` code on a 400) too.
+    let (a_next, b_first) = sharer_after(no_jitter(), |p| {
+        let mut r = answer(p, 400);
+        r.retry_class = Some(RetryClass::RateLimited);
+        r
+    });
+    assert_eq!(b_first, Action::SleepUntil(a_next));
+    // A server error is not a rate limit: `b` goes at once.
+    let (_, b_first) = sharer_after(no_jitter(), |p| answer(p, 503));
+    assert!(matches!(b_first, Action::Send(_)), "{b_first:?}");
+}
+
+#[test]
+fn a_bare_429_in_a_batch_holds_back_the_other_items() {
+    // Concurrency 2: items 0 and 1 go at once; item 0 gets a bare 429 and
+    // backs off 250 ms; item 1's 200 frees a slot, but item 2 waits for the
+    // shared cool-down too.
+    let t0 = origin();
+    let policy = BatchPolicy {
+        retry: no_jitter(),
+        concurrency: 2,
+        ..BatchPolicy::default()
+    };
+    let mut b = batch(policy, 3, RateThrottle::new(100, S).unwrap(), 30 * S);
+    let Action::Send(p0) = b.poll_action() else {
+        panic!()
+    };
+    let Action::Send(p1) = b.poll_action() else {
+        panic!()
+    };
+    let t1 = t0 + 10 * MS;
+    b.handle(t1, Event::Response(answer(&p0, 429)));
+    b.handle(t1, Event::Response(answer(&p1, 200)));
+    assert_eq!(b.poll_action(), Action::SleepUntil(t1 + 250 * MS));
+    b.handle(t1 + 250 * MS, Event::Tick);
+    let sent: Vec<u32> = std::iter::from_fn(|| match b.poll_action() {
+        Action::Send(p) => Some(p.id.item),
+        _ => None,
+    })
+    .collect();
+    assert_eq!(
+        sent,
+        vec![0, 2],
+        "the retry and the waiting item, after the cool-down"
+    );
+}
+
+#[test]
+fn an_adaptive_pace_slows_every_sharer_after_bare_429s() {
+    // Ten machines at 100 sends/s share an adaptive throttle whose window
+    // allows 1000/s; bare 429s cut the rate for all, not only the refused.
+    let t0 = origin();
+    let shared = Rc::new(RefCell::new(RateThrottle::new(1000, S).unwrap().adaptive()));
+    let mut now = t0;
+    // One second of successes at 100/s: nothing slows down.
+    for i in 0..100u64 {
+        assert_eq!(shared.borrow_mut().acquire(now), Ok(()), "send {i}");
+        shared.borrow_mut().on_answer(now, false);
+        now += 10 * MS;
+    }
+    // A burst of rate-limited answers.
+    for _ in 0..3 {
+        shared.borrow_mut().on_answer(now, true);
+    }
+    let fill = shared.borrow().adaptive_rate().unwrap().fill_rate();
+    assert!(fill < 40.0, "cut three times from ~100/s: {fill}");
+    // Whatever tokens are left go; then the bucket refuses until the next.
+    let next = loop {
+        match shared.borrow_mut().acquire(now) {
+            Ok(()) => {}
+            Err(t) => break t,
+        }
+    };
+    assert!(next > now);
+    // A machine that never saw a 429 is held by the cut rate, told why.
+    let mut m = Paced::new(
+        retry_machine(9, no_jitter(), 30 * S),
+        Rc::clone(&shared),
+        now,
+    );
+    assert_eq!(m.poll_action(), Action::SleepUntil(next));
+    assert!(matches!(
+        shared.borrow().refusal(),
+        PaceLimit::Adaptive { .. }
+    ));
 }

@@ -82,6 +82,7 @@ mod config;
 pub mod conformance;
 pub mod hostile;
 mod log;
+pub mod nginx;
 mod quota;
 mod rng;
 mod server;

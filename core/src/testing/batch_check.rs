@@ -40,9 +40,11 @@ use crate::retry_after;
 /// * through [`outcomes`](Self::outcomes): `outcome-changed` (an item's
 ///   outcome, once set, never changes), `item-unfinished` (at `Stop` every
 ///   item has one), `late-success` (an item answered at or after the
-///   deadline ends `TimedOut`) and `stop-outcome` (the batch's outcome is
+///   deadline ends `TimedOut`), `starved-early` (an item ends `Starved`
+///   only when the pace could not send before the deadline) and `stop-outcome` (the batch's outcome is
 ///   `Cancelled` exactly after a cancel, else `TimedOut` if an item timed
-///   out, else `BatchDone` with the right counts).
+///   out, else the first `Starved` item's outcome if the pace starved one,
+///   else `BatchDone` with the right counts).
 ///
 /// Feed it every input with [`input`](Self::input) and every output with
 /// [`output`](Self::output) (the [`Simulator`](super::Simulator) does with
@@ -513,6 +515,16 @@ impl BatchChecker {
                 );
             }
             *seen = *now;
+            if let Some(Outcome::Starved { until, .. }) = now
+                && *until < self.deadline
+            {
+                return violation(
+                    "starved-early",
+                    format!(
+                        "item {k} starved although the pace could send at {until:?}, before the deadline"
+                    ),
+                );
+            }
             if self.late[k]
                 && let Some(o) = now
                 && !matches!(o, Outcome::TimedOut { .. })
@@ -540,6 +552,14 @@ impl BatchChecker {
             .any(|o| matches!(o, Outcome::TimedOut { .. }))
         {
             Outcome::TimedOut { needed: None }
+        } else if let Some(o) = items
+            .iter()
+            .flatten()
+            .find(|o| matches!(o, Outcome::Starved { .. }))
+        {
+            // Starved by the pace (SPEC §4.1): the batch says so, with the
+            // first starved item's facts.
+            *o
         } else {
             let succeeded = items.iter().flatten().filter(|o| o.is_success()).count() as u32;
             Outcome::BatchDone {
