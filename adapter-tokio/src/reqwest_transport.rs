@@ -29,8 +29,9 @@ pub type BoxSending =
 ///   rest is never downloaded, and the request is not retried.
 /// * **Errors** are classified by walking the error's `source()` chain
 ///   (`std::io::Error` kinds, reqwest's DNS, redirect and builder errors,
-///   rustls certificate errors), never by its text, and kept (without
-///   their URL) as the [`TransportError`]'s source.
+///   and with feature `rustls` a rejected certificate, which is permanent),
+///   never by its text, and kept (without their URL) as the
+///   [`TransportError`]'s source.
 ///
 /// ```
 /// let t = polite_tokio::ReqwestTransport::new(reqwest::Client::new()).max_body(1 << 20);
@@ -105,6 +106,7 @@ fn io_kind(e: &std::io::Error) -> Option<TransportErrorKind> {
 }
 
 /// The kind a rustls error is (a rejected certificate is permanent).
+#[cfg(feature = "rustls")]
 fn tls_kind(e: &rustls::Error) -> TransportErrorKind {
     match e {
         rustls::Error::InvalidCertificate(_)
@@ -112,6 +114,23 @@ fn tls_kind(e: &rustls::Error) -> TransportErrorKind {
         | rustls::Error::InvalidCertRevocationList(_) => TransportErrorKind::Certificate,
         _ => TransportErrorKind::Tls,
     }
+}
+
+/// A TLS failure in `err` (a rustls error, itself or inside an I/O error),
+/// with feature `rustls`; without it, nothing is recognised here.
+#[cfg(feature = "rustls")]
+fn tls_in(err: &(dyn std::error::Error + 'static)) -> Option<TransportErrorKind> {
+    let tls = err.downcast_ref::<rustls::Error>().or_else(|| {
+        err.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    });
+    tls.map(tls_kind)
+}
+
+#[cfg(not(feature = "rustls"))]
+fn tls_in(_: &(dyn std::error::Error + 'static)) -> Option<TransportErrorKind> {
+    None
 }
 
 /// Maps a reqwest error to the kind the machines decide by, by walking its
@@ -131,16 +150,11 @@ fn kind(e: &reqwest::Error) -> TransportErrorKind {
     }
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = next {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return tls_kind(tls);
+        if let Some(k) = tls_in(err) {
+            return k;
         }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return tls_kind(tls);
-            }
-            if let Some(k) = io_kind(io) {
-                return k;
-            }
+        if let Some(k) = err.downcast_ref::<std::io::Error>().and_then(io_kind) {
+            return k;
         }
         next = err.source();
     }
@@ -240,6 +254,7 @@ impl Transport for ReqwestTransport {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "rustls")]
     #[test]
     fn a_rejected_certificate_is_permanent_other_tls_failures_are_not() {
         let cert = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
@@ -247,6 +262,12 @@ mod tests {
         assert!(tls_kind(&cert).is_permanent());
         let other = rustls::Error::HandshakeNotComplete;
         assert_eq!(tls_kind(&other), TransportErrorKind::Tls);
+        let wrapped = std::io::Error::new(std::io::ErrorKind::InvalidData, cert);
+        assert_eq!(tls_in(&wrapped), Some(TransportErrorKind::Certificate));
+    }
+
+    #[test]
+    fn io_errors_map_to_kinds() {
         use std::io::ErrorKind as K;
         assert_eq!(
             io_kind(&K::ConnectionRefused.into()),

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use polite_core::adaptive::AdaptiveRate;
+use polite_core::adaptive::{AdaptiveRate, Answered};
 use polite_core::ratelimit::RateLimitInfo;
 use polite_core::{Pace, PaceLimit, RateThrottle};
 
@@ -54,11 +54,12 @@ impl ClientPace {
     /// ```
     /// use polite_client::ClientPace;
     /// use polite_core::Pace;
+    /// use polite_core::adaptive::Answered;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut p = ClientPace::new(None).adaptive();
     /// assert_eq!(p.acquire(t0), Ok(()));
-    /// p.on_answer(t0 + Duration::from_secs(2), true); // a bare 429
+    /// p.on_answer(Answered::new(t0, t0 + Duration::from_secs(2), true)); // a bare 429
     /// assert!(p.acquire(t0 + Duration::from_secs(2)).is_err());
     /// ```
     #[must_use]
@@ -103,13 +104,13 @@ impl Pace for ClientPace {
         }
     }
 
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
+    fn on_answer(&mut self, answer: Answered) {
         if let Some(t) = &mut self.throttle {
-            t.on_answer(now, throttled);
+            t.on_answer(answer);
         } else if self.adaptive {
             self.rate
-                .get_or_insert_with(|| AdaptiveRate::new(now))
-                .on_answer(now, throttled);
+                .get_or_insert_with(|| AdaptiveRate::new(answer.at))
+                .answered(answer);
         }
     }
 

@@ -14,6 +14,23 @@
 //! of the Go and Rust SDKs' harnesses, the end-to-end table of measured and
 //! fill rates, and the TypeScript SDK's send delays).
 //!
+//! Two refinements, outside anything the vectors exercise (both are
+//! regression-tested in `core/tests/adaptive_properties.rs`, and measured
+//! in BENCHMARKS.md: against nginx `limit_req`, 40 URLs, 5 × 429 at 1.09×
+//! the ideal time, where the SDKs' rules gave 1.5×):
+//!
+//! * **A throttle before anything was measured** (in the first half
+//!   second) cuts to 0.7 × the answers the server accepted so far, per
+//!   second over at least one second, instead of the SDKs' 0 → the 0.5/s
+//!   floor, which left a client that was sending hundreds a second
+//!   sending one every two seconds while CUBIC regrew.
+//! * **One burst is one cut** ([`answered`](AdaptiveRate::answered)): a
+//!   throttle for a send granted before the last cut only counts in the
+//!   measured rate, as TCP cuts its window once per round trip; the SDKs
+//!   cut once per refused answer, so eight refusals in flight cut to
+//!   0.7⁸ ≈ 6 %. ([`on_answer`](AdaptiveRate::on_answer) keeps the SDKs'
+//!   rule, for the vectors.)
+//!
 //! Sans-IO like everything in this crate: every call takes `now`, and
 //! times are seconds since the instant the rate was created.
 //!
@@ -114,6 +131,40 @@ impl Cubic {
     }
 }
 
+/// What a pace hears about one answered attempt: when its send was
+/// granted, when the answer came, and whether it was a throttle (classed
+/// rate-limited, with no server time of its own).
+///
+/// ```
+/// use polite_core::adaptive::Answered;
+/// use std::time::Instant;
+/// let t = Instant::now();
+/// let a = Answered::new(t, t, true);
+/// assert!(a.throttled);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Answered {
+    /// When the pace granted the send.
+    pub sent: Instant,
+    /// When the answer (or transport error) arrived.
+    pub at: Instant,
+    /// Rate-limited without a server time.
+    pub throttled: bool,
+}
+
+impl Answered {
+    /// The facts of one answered attempt.
+    #[must_use]
+    pub fn new(sent: Instant, at: Instant, throttled: bool) -> Answered {
+        Answered {
+            sent,
+            at,
+            throttled,
+        }
+    }
+}
+
 /// A send rate learnt from rate-limited answers: the AWS SDKs' adaptive
 /// client rate limiter (see the [module docs](self)).
 ///
@@ -158,6 +209,10 @@ pub struct AdaptiveRate {
     request_count: u64,
     cubic: Cubic,
     calculated_rate: f64,
+    /// When [`answered`](Self::answered) last cut the rate.
+    last_cut: Option<Instant>,
+    /// Answers not rate-limited, until the first bucket closes.
+    accepted: u64,
 }
 
 impl AdaptiveRate {
@@ -188,6 +243,8 @@ impl AdaptiveRate {
                 last_throttle_time: 0.0,
             },
             calculated_rate: 0.0,
+            last_cut: None,
+            accepted: 0,
         }
     }
 
@@ -259,11 +316,15 @@ impl AdaptiveRate {
     pub fn on_answer(&mut self, now: Instant, throttled: bool) {
         let t = self.secs(now);
         self.measure(t);
+        if !throttled {
+            self.accepted += 1;
+        }
+        let measured = self.measured_or_first(t);
         let calculated = if throttled {
             let rate_to_use = if self.enabled {
-                self.measured_tx_rate.min(self.fill_rate)
+                measured.min(self.fill_rate)
             } else {
-                self.measured_tx_rate
+                measured
             };
             self.cubic = Cubic {
                 last_max_rate: rate_to_use,
@@ -275,11 +336,46 @@ impl AdaptiveRate {
             self.cubic.success(t)
         };
         self.calculated_rate = calculated;
-        let new_rate = calculated.min(2.0 * self.measured_tx_rate);
+        let new_rate = calculated.min(2.0 * measured);
         self.refill(t);
         self.fill_rate = new_rate.max(MIN_FILL_RATE);
         self.max_capacity = self.fill_rate.max(MIN_CAPACITY);
         self.current_capacity = self.current_capacity.min(self.max_capacity);
+    }
+
+    /// An answered attempt, with when its send was granted: as
+    /// [`on_answer`](Self::on_answer), except that a throttle for a send
+    /// granted **before the last cut** only counts in the measured rate.
+    /// Concurrent sends that left before the client slowed down say nothing
+    /// new when they come back refused: one burst is one cut, as TCP cuts
+    /// its window once per round trip. (The SDKs cut once per refused
+    /// answer, so a client with eight requests in flight is cut to
+    /// 0.7⁸ ≈ 6 % of its rate by one burst.)
+    ///
+    /// ```
+    /// use polite_core::adaptive::{AdaptiveRate, Answered};
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let t = t0 + Duration::from_secs(2);
+    /// let mut rate = AdaptiveRate::new(t0);
+    /// rate.answered(Answered::new(t0, t, true));
+    /// let cut = rate.fill_rate();
+    /// // Three more refusals of sends made before that cut: no further cut.
+    /// for _ in 0..3 {
+    ///     rate.answered(Answered::new(t0, t, true));
+    /// }
+    /// assert_eq!(rate.fill_rate(), cut);
+    /// ```
+    pub fn answered(&mut self, a: Answered) {
+        if a.throttled && self.last_cut.is_some_and(|cut| a.sent < cut) {
+            let t = self.secs(a.at);
+            self.measure(t);
+            return;
+        }
+        self.on_answer(a.at, a.throttled);
+        if a.throttled {
+            self.last_cut = Some(a.at);
+        }
     }
 
     /// Counts one answer in the current 0.5 s bucket; a new bucket folds
@@ -293,6 +389,23 @@ impl AdaptiveRate {
             self.request_count = 0;
             self.last_tx_rate_bucket = bucket;
         }
+    }
+
+    /// The measured send rate; before the first 0.5 s bucket has closed
+    /// (nothing measured yet), the answers accepted so far (not
+    /// rate-limited) per second, counted over at least one second: a server
+    /// that took `k` sends in its first moments is assumed to take `k` a
+    /// second, and CUBIC probes above from there. The SDKs use the
+    /// measured rate as it is, 0, and so cut a client throttled in its
+    /// first half second to the 0.5/s floor whatever the server accepts —
+    /// seconds of near silence before CUBIC regrows. No published vector
+    /// throttles that early, and the vectors' early successes compute
+    /// rates far under the floor either way.
+    fn measured_or_first(&self, t: f64) -> f64 {
+        if self.measured_tx_rate > 0.0 {
+            return self.measured_tx_rate;
+        }
+        self.accepted as f64 / (t - self.last_tx_rate_bucket).max(1.0)
     }
 
     /// Whether the bucket refuses sends (after the first throttle).

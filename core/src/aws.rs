@@ -31,7 +31,7 @@
 //! transient, is throttling here.
 //!
 //! The scenarios fix the SDKs' jitter at 1; with polite, a generator that
-//! always yields `u64::MAX` ([`testing::Fixed`](crate::testing::Fixed))
+//! always yields `u64::MAX` (`testing::Fixed`, feature `testing`)
 //! gives `u = 1 - 2^-64`: delays 1 ns under the scenarios' numbers.
 //!
 //! ```

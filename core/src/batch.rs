@@ -90,6 +90,8 @@ struct Item {
     state: RetryState,
     restarts: u32,
     wait: Wait,
+    /// When the pace granted its latest send (for [`Pace::on_answer`]).
+    sent_at: Instant,
 }
 
 /// N logical requests (e.g. "start 100 test runs") sent under one deadline
@@ -117,9 +119,11 @@ struct Item {
 ///   the server);
 /// * `TimedOut { needed: None }` when any item ended `TimedOut`: the
 ///   deadline came while it was unfinished, or its next permitted send
-///   (backoff, `Retry-After`, or the pace's grant) would have been at or
-///   after the deadline — items waiting for the pace then stop at once,
-///   with `needed` set, instead of sleeping for nothing;
+///   (backoff or `Retry-After`) would have been at or after the deadline;
+/// * otherwise the first [`Outcome::Starved`] item's outcome when the pace
+///   could not grant a send before the deadline: the items waiting for it
+///   stop at once, `Starved { until, by }` naming the pace's limit
+///   ([`Pace::refusal`]), instead of sleeping for nothing;
 /// * otherwise [`Outcome::BatchDone`]`{ succeeded, failed }`.
 ///
 /// **Rate-limited items are retried by the batch** (SPEC §4), within the
@@ -133,10 +137,14 @@ struct Item {
 /// restart adds exactly one send. An item sends at most
 /// `1 + rate_limited + server_error + transport + max_restarts` times.
 ///
-/// **Shared cool-down**: a rate-limited answer with a valid `Retry-After`
-/// calls [`Pace::cool_down`] (delay clamped to `retry.retry_after`
-/// `min..=max`), so the other items — and every other machine sharing the
-/// pace — wait too.
+/// **Shared cool-down** (SPEC §4.1): a rate-limited answer (by the
+/// policy's class, or the caller's classifier's) with a valid
+/// `Retry-After` calls [`Pace::cool_down`] (delay clamped to
+/// `retry.retry_after` `min..=max`); without one, until the item's own
+/// computed backoff ends — so the other items, and every other machine
+/// sharing the pace, wait too. Every answered attempt also goes to
+/// [`Pace::on_answer`] (an [adaptive](crate::RateThrottle::adaptive) pace
+/// slows down on rate-limited answers and speeds up on the rest).
 ///
 /// **Server-informed pacing**: every answer's rate-limit headers
 /// (`RateLimit`, `RateLimit-Policy`; `X-RateLimit-*` when enabled with
@@ -286,6 +294,7 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
                 state: RetryState::new(&policy.retry, request, k, now, deadline),
                 restarts: 0,
                 wait: Wait::Nothing,
+                sent_at: now,
             })
             .collect();
         Ok(BatchMachine {
@@ -465,6 +474,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             after_answer(
                 &mut self.pace,
                 &self.policy.retry.retry_after,
+                self.items[i].sent_at,
                 self.now,
                 response,
                 &r,
@@ -648,6 +658,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         match self.items[k as usize].state.poll_action() {
             Action::Send(plan) => {
                 self.in_flight += 1;
+                self.items[k as usize].sent_at = self.now;
                 Some(plan)
             }
             Action::Stop(o) => {

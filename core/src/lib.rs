@@ -95,7 +95,7 @@
 //! ## Randomness
 //!
 //! Jitter comes from the `rand_core::Rng` the machine owns. A seeded
-//! generator (e.g. [`testing::SplitMix64`]) makes every decision
+//! generator (e.g. [`SplitMix64`]) makes every decision
 //! reproducible. The arithmetic maps a `u64` onto the delay range with a
 //! widening multiply; the crate does not depend on `rand`.
 //!
@@ -121,6 +121,20 @@
 //! ends with [`Outcome::BatchDone`], `TimedOut` or `Cancelled`; each item's
 //! outcome is in [`BatchMachine::outcomes`]. **The throttle is in-process:
 //! separate processes do not coordinate through it.**
+//!
+//! ## When the server gives no hints
+//!
+//! Most rate limiters answer a bare 429 (SPEC §4.1). A rate-limited answer
+//! — by the policy's class or a classifier's, never a fixed status — cools
+//! down everything sharing the pace until the server's `Retry-After`, or
+//! without one until the refused request's own backoff ends; and
+//! [`RateThrottle::adaptive`] adds the AWS SDKs' adaptive rate
+//! ([`adaptive::AdaptiveRate`]: cut to 0.7 × the measured send rate on
+//! each throttle, regrown along a CUBIC curve) under the configured window,
+//! off until the first throttle and replaced by a learnt quota. When a pace
+//! cannot grant a send before the deadline, the machine stops at once with
+//! [`Outcome::Starved`]`{ until, by }`, naming the [`PaceLimit`] — starving
+//! is not timing out.
 //!
 //! ## Server-informed pacing and a shared retry budget
 //!
@@ -154,12 +168,23 @@
 //!   at the deadline it stops with `TimedOut` and the adapter drops the
 //!   attempt. An adapter that cannot interrupt an attempt is still bounded by
 //!   `abort_at`.
+//! * `Retry-After` delta-seconds of any length are valid: leading zeros are
+//!   digits, and a value too large for 64 bits saturates (so it exceeds the
+//!   cap and ends the request `RateLimited`); a leap second (`23:59:60`) is
+//!   a valid HTTP-date, in `Retry-After` and in `Date`. A server instant too
+//!   far to represent is taken as a century away: `RateLimited { retry_at }`
+//!   then names that instant (`None` stays "the server named no time", which
+//!   a batch may restart after a backoff).
 //! * [`PollMachine`] (waiting for a remote job) lists its own choices on its
-//!   type docs: it stops with `TimedOut` when under one whole second is left
-//!   for a long poll (a `waitSeconds=0` busy loop), retry budgets bound
-//!   *consecutive* failed polls (they reset after every proper answer), a
-//!   success without a job report ends with `NotRetryable`, and long polls
-//!   that come back early are spaced at least 1 s apart.
+//!   type docs: it uses the budget to its end — under one whole second left
+//!   for a long poll it sends a final plain poll (a `waitSeconds=0` long
+//!   poll would be a busy loop), and when the schedule's next poll would
+//!   come back after the deadline it polls once at the last useful instant,
+//!   `deadline - max(2 × latency, 10 ms)`; it honours `Retry-After` on every
+//!   answer it acts on, the rejection of the wait parameter included; retry
+//!   budgets bound *consecutive* failed polls (they reset after every proper
+//!   answer), a success without a job report ends with `NotRetryable`, and
+//!   long polls that come back early are spaced at least 1 s apart.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]

@@ -29,7 +29,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::adaptive::AdaptiveRate;
+use crate::adaptive::{AdaptiveRate, Answered};
 use crate::event::{Action, Event, Response, SendPlan};
 use crate::machine::Machine;
 use crate::outcome::{Outcome, PaceLimit, RetryClass};
@@ -131,22 +131,26 @@ pub trait Pace {
 
     /// An answer (or transport error) arrived at `now` for a send this pace
     /// granted; `throttled` when the retry policy (or the caller's
-    /// classifier) classed it rate-limited — whatever its status. An
-    /// adaptive pace ([`RateThrottle::adaptive`]) slows down on throttles
-    /// and speeds up again on the rest; ignored by default.
+    /// classifier) classed it rate-limited — whatever its status — and the
+    /// server gave no time of its own (a valid `Retry-After` is obeyed as a
+    /// cool-down instead; such an answer is not reported here). An adaptive
+    /// pace ([`RateThrottle::adaptive`]) slows down on throttles and speeds
+    /// up again on the rest; ignored by default.
     ///
     /// ```
     /// use polite_core::{Pace, RateThrottle};
+    /// use polite_core::adaptive::Answered;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut t = RateThrottle::new(1000, Duration::from_secs(1)).unwrap().adaptive();
     /// assert_eq!(t.acquire(t0), Ok(()));
-    /// // A rate-limited answer 2 s later: the adaptive rate starts pacing.
-    /// Pace::on_answer(&mut t, t0 + Duration::from_secs(2), true);
-    /// assert!(t.acquire(t0 + Duration::from_secs(2)).is_err());
+    /// // That send is refused, bare, 2 s later: the adaptive rate starts pacing.
+    /// let t2 = t0 + Duration::from_secs(2);
+    /// Pace::on_answer(&mut t, Answered::new(t0, t2, true));
+    /// assert!(t.acquire(t2).is_err());
     /// ```
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
-        let _ = (now, throttled);
+    fn on_answer(&mut self, answer: Answered) {
+        let _ = answer;
     }
 
     /// Which limit made the latest refusal of [`acquire`](Pace::acquire)
@@ -207,8 +211,8 @@ impl<P: Pace + ?Sized> Pace for &mut P {
         (**self).observe(now, info);
     }
     #[inline]
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
-        (**self).on_answer(now, throttled);
+    fn on_answer(&mut self, answer: Answered) {
+        (**self).on_answer(answer);
     }
     #[inline]
     fn refusal(&self) -> PaceLimit {
@@ -230,8 +234,8 @@ impl<P: Pace + ?Sized> Pace for Box<P> {
         (**self).observe(now, info);
     }
     #[inline]
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
-        (**self).on_answer(now, throttled);
+    fn on_answer(&mut self, answer: Answered) {
+        (**self).on_answer(answer);
     }
     #[inline]
     fn refusal(&self) -> PaceLimit {
@@ -263,10 +267,10 @@ impl<P: Pace + ?Sized> Pace for Arc<Mutex<P>> {
             .observe(now, info);
     }
     #[inline]
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
+    fn on_answer(&mut self, answer: Answered) {
         self.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .on_answer(now, throttled);
+            .on_answer(answer);
     }
     #[inline]
     fn refusal(&self) -> PaceLimit {
@@ -291,8 +295,8 @@ impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
         self.borrow_mut().observe(now, info);
     }
     #[inline]
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
-        self.borrow_mut().on_answer(now, throttled);
+    fn on_answer(&mut self, answer: Answered) {
+        self.borrow_mut().on_answer(answer);
     }
     #[inline]
     fn refusal(&self) -> PaceLimit {
@@ -564,18 +568,23 @@ impl RateThrottle {
     ///
     /// ```
     /// use polite_core::{PaceLimit, RateThrottle};
+    /// use polite_core::adaptive::Answered;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let ms = Duration::from_millis;
     /// let mut t = RateThrottle::learning(1000).unwrap().adaptive();
     /// for i in 0..20 { // 20 quick successes: nothing slows down
-    ///     assert_eq!(t.acquire(t0 + ms(50 * i)), Ok(()));
-    ///     t.on_answer(t0 + ms(50 * i), false);
+    ///     let now = t0 + ms(50 * i);
+    ///     assert_eq!(t.acquire(now), Ok(()));
+    ///     t.on_answer(Answered::new(now, now, false));
     /// }
-    /// t.on_answer(t0 + ms(1000), true); // a bare 429: ~20/s cut to ~14/s
-    /// assert_eq!(t.acquire(t0 + ms(1000)), Ok(())); // the token in the bucket
-    /// assert!(t.acquire(t0 + ms(1000)).is_err()); // then one per ~73 ms
+    /// // A bare 429: ~20/s cut to ~14/s.
+    /// t.on_answer(Answered::new(t0 + ms(950), t0 + ms(1000), true));
+    /// let next = t.acquire(t0 + ms(1000)).unwrap_err(); // the bucket refills first
     /// assert!(matches!(t.refusal(), PaceLimit::Adaptive { .. }));
+    /// assert!(next <= t0 + ms(1040));
+    /// assert_eq!(t.acquire(next), Ok(()));
+    /// assert!(t.acquire(next).is_err()); // then one per ~73 ms
     /// ```
     #[must_use]
     pub fn adaptive(mut self) -> RateThrottle {
@@ -599,10 +608,12 @@ impl RateThrottle {
     ///
     /// ```
     /// use polite_core::RateThrottle;
+    /// use polite_core::adaptive::Answered;
     /// use std::time::Instant;
     /// let mut t = RateThrottle::default().adaptive();
     /// assert!(t.adaptive_rate().is_none());
-    /// t.on_answer(Instant::now(), false);
+    /// let now = Instant::now();
+    /// t.on_answer(Answered::new(now, now, false));
     /// assert!(!t.adaptive_rate().unwrap().is_enabled());
     /// ```
     #[must_use]
@@ -610,30 +621,32 @@ impl RateThrottle {
         self.rate.as_ref()
     }
 
-    /// An answer arrived at `now` for a send of this throttle (see
-    /// [`Pace::on_answer`]): feeds the adaptive rate, if there is one.
+    /// An answer arrived for a send of this throttle (see
+    /// [`Pace::on_answer`]): feeds the adaptive rate, if there is one
+    /// ([`AdaptiveRate::answered`]: one cut per burst).
     ///
     /// ```
     /// use polite_core::RateThrottle;
+    /// use polite_core::adaptive::Answered;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut t = RateThrottle::default().adaptive();
-    /// t.on_answer(t0 + Duration::from_secs(2), true);
+    /// t.on_answer(Answered::new(t0, t0 + Duration::from_secs(2), true));
     /// assert!(t.adaptive_rate().unwrap().is_enabled());
     /// ```
-    pub fn on_answer(&mut self, now: Instant, throttled: bool) {
+    pub fn on_answer(&mut self, answer: Answered) {
         // A `now` seen: later calls with an earlier one are clamped to it.
         let now = match self.latest {
-            Some(latest) if latest >= now => latest,
+            Some(latest) if latest >= answer.at => latest,
             _ => {
-                self.latest = Some(now);
-                now
+                self.latest = Some(answer.at);
+                answer.at
             }
         };
         if self.adaptive {
             self.rate
                 .get_or_insert_with(|| AdaptiveRate::new(now))
-                .on_answer(now, throttled);
+                .answered(Answered { at: now, ..answer });
         }
     }
 
@@ -964,8 +977,8 @@ impl Pace for RateThrottle {
         RateThrottle::observe(self, now, info);
     }
     #[inline]
-    fn on_answer(&mut self, now: Instant, throttled: bool) {
-        RateThrottle::on_answer(self, now, throttled);
+    fn on_answer(&mut self, answer: Answered) {
+        RateThrottle::on_answer(self, answer);
     }
     #[inline]
     fn refusal(&self) -> PaceLimit {
@@ -1026,22 +1039,24 @@ pub(crate) fn cool_down_after<P: Pace + ?Sized>(
 /// attempt's class — the retry policy's or the caller's classifier's, not
 /// a fixed status:
 ///
-/// * every answer feeds [`Pace::on_answer`] (the adaptive rate);
 /// * a rate-limited answer with a valid `Retry-After` cools the pace down
-///   until the server's time (clamped to `limits`);
+///   until the server's time (clamped to `limits`): the server said when,
+///   and that is obeyed, not guessed at;
 /// * a rate-limited answer **without** a server time cools it down until
 ///   the item's own computed backoff ends (`record.next`), so everything
-///   sharing the pace slows down, not only the refused item.
+///   sharing the pace slows down, not only the refused item, and feeds
+///   [`Pace::on_answer`] as a throttle (the adaptive rate is cut);
+/// * every other answer feeds [`Pace::on_answer`] as a success.
 pub(crate) fn after_answer<P: Pace + ?Sized>(
     pace: &mut P,
     limits: &RetryAfterLimits,
+    sent: Instant,
     now: Instant,
     response: Option<&Response<'_>>,
     record: &AttemptRecord,
 ) {
-    let throttled = record.class == Some(RetryClass::RateLimited);
-    pace.on_answer(now, throttled);
-    if !throttled {
+    if record.class != Some(RetryClass::RateLimited) {
+        pace.on_answer(Answered::new(sent, now, false));
         return;
     }
     if let Some(r) = response
@@ -1049,6 +1064,7 @@ pub(crate) fn after_answer<P: Pace + ?Sized>(
     {
         return;
     }
+    pace.on_answer(Answered::new(sent, now, true));
     if let Some(next) = record.next
         && next.send_at > now
     {
@@ -1073,15 +1089,20 @@ pub(crate) fn after_answer<P: Pace + ?Sized>(
 ///   the deadline. On the next poll (after a `Tick`) it asks again.
 /// * If the pace refuses until an instant at or after the inner machine's
 ///   [`deadline`](Machine::deadline), `Paced` stops at once with
-///   `TimedOut { needed: Some(t) }` without sending (SPEC §1: no sleeping
-///   for nothing).
+///   [`Outcome::Starved`]`{ until: t, by }` without sending (SPEC §1: no
+///   sleeping for nothing; §4.1: the outcome names the pace's limit,
+///   [`Pace::refusal`], rather than a bare timeout).
 /// * Every event goes to the inner machine: a `Cancel` while a send is held
 ///   ends it `Cancelled` and the held send is dropped, never sent; a `Tick`
 ///   at the deadline ends it `TimedOut`.
-/// * A 429 answer with a valid `Retry-After` calls
+/// * Every answered attempt goes to [`Pace::on_answer`], throttled when
+///   the inner machine classed it rate-limited (its policy's statuses or
+///   the caller's classifier, not a fixed 429), for an adaptive pace.
+/// * A rate-limited answer with a valid `Retry-After` calls
 ///   [`Pace::cool_down`]`(now + delay)` (delay clamped to
-///   [`RetryAfterLimits`] `min..=max`, default 1 s to 300 s), so every
-///   machine sharing the pace waits, not only this one.
+///   [`RetryAfterLimits`] `min..=max`, default 1 s to 300 s); without a
+///   server time, until the machine's own next send (its computed
+///   backoff): every machine sharing the pace waits, not only this one.
 /// * Every answer's rate-limit headers (`RateLimit`, `RateLimit-Policy`;
 ///   `X-RateLimit-*` when enabled with
 ///   [`rate_limit_headers`](Self::rate_limit_headers)) go to
@@ -1131,6 +1152,8 @@ pub struct Paced<M, P> {
     /// tell the pace how the attempt was classed) and kept for
     /// [`Machine::take_record`].
     record: Option<AttemptRecord>,
+    /// When the pace granted the latest send (for [`Pace::on_answer`]).
+    sent_at: Instant,
 }
 
 impl<M: Machine, P: Pace> Paced<M, P> {
@@ -1160,6 +1183,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
             rate_limit: RateLimitHeaders::default(),
             stopped: None,
             record: None,
+            sent_at: now,
         }
     }
 
@@ -1327,6 +1351,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
             after_answer(
                 &mut self.pace,
                 &self.limits,
+                self.sent_at,
                 now,
                 response.as_ref(),
                 &record,
@@ -1388,6 +1413,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
                 Action::Send(plan) => {
                     if self.held.is_none() {
                         if self.granted() {
+                            self.sent_at = self.now;
                             return Action::Send(plan);
                         }
                         self.held = Some(plan);
@@ -1404,6 +1430,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
                     // (e.g. the deadline) goes to the inner machine first.
                     if self.now < wake && self.granted() {
                         self.held = self.more.pop_front();
+                        self.sent_at = self.now;
                         return Action::Send(plan);
                     }
                     let Some(until) = self.refused_until else {

@@ -16,12 +16,16 @@ use crate::outcome::{Outcome, Reply, StateName};
 use crate::policy::{Backoff, Jitter, PolicyError, RetryPolicy};
 use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
-use crate::retry::{Spent, Verdict, deadline_after, judge, later};
+use crate::retry::{Spent, Verdict, deadline_after, judge, later, server_instant};
 use crate::retry_after;
 
 /// The shortest budget a long poll needs: the wait parameter counts whole
 /// seconds, and `waitSeconds=0` would be a busy loop.
 const ONE_SECOND: Duration = Duration::from_secs(1);
+
+/// The least lead of the final poll before the deadline (see
+/// [`PollMachine`], "the end of the budget").
+const FINAL_LEAD_FLOOR: Duration = Duration::from_millis(10);
 
 /// The set of job states that end a wait, stored inline (at most
 /// [`TerminalStates::CAPACITY`] names of at most
@@ -418,11 +422,13 @@ enum Phase {
 ///    pending answer is followed by the next poll at once (but never two
 ///    long polls started less than
 ///    [`min_long_poll_interval`](PollPolicy::min_long_poll_interval) apart).
+///    Under one whole second left, the poll goes without the parameter
+///    (`waitSeconds=0` would be a busy loop).
 /// 2. *Backoff* (after the server rejects the wait parameter): the machine
 ///    says so once through [`Notice::LongPollUnsupported`], polls again at
-///    once without the parameter, then waits 2, 4, 8, 15, 15, … s (±20 %)
-///    after each pending answer. It never goes back to long polling within
-///    this wait.
+///    once without the parameter (or after the rejection's `Retry-After`),
+///    then waits 2, 4, 8, 15, 15, … s (±20 %) after each pending answer. It
+///    never goes back to long polling within this wait.
 /// 3. A 1xx–3xx answer naming a terminal state ends the wait with
 ///    [`Outcome::Terminal`]; any other state (including unknown ones and
 ///    names too long to be terminal) is pending.
@@ -430,15 +436,31 @@ enum Phase {
 ///    [`RetryMachine`](crate::RetryMachine) (budgets per class,
 ///    `max(backoff, Retry-After)`, the automatic wait cap, replayability),
 ///    inside the same deadline.
+/// 5. `Retry-After` is honoured on every answer the machine acts on (SPEC
+///    §2.1): a pending state, the rejection of the wait parameter, and every
+///    failure. The next poll waits `max(schedule or backoff, server delay)`;
+///    a server delay over the automatic wait cap ends the wait
+///    `RateLimited { retry_at }`, never truncated.
+/// 6. *The end of the budget*: a wait polls until the last instant at which
+///    a poll can still be answered inside the deadline. When the schedule's
+///    next poll would come back too late, the machine sends one final poll
+///    at the last useful instant, `deadline - max(2 × latency, 10 ms)`
+///    (never before the server's `Retry-After`), instead of stopping early;
+///    it stops with `TimedOut` only when even that poll could not be
+///    answered in time, or the final poll has been spent.
 ///
 /// **Invariants** (checked by property tests with
 /// `testing::PollChecker`):
 /// * every `SleepUntil(t)` has `t <= deadline`; every send happens before
 ///   the deadline and carries `abort_at = deadline + retry.transport_cushion`;
 /// * every wait parameter is at least 1 and at most
-///   `min(whole seconds left, max_long_poll)`;
+///   `min(whole seconds left, max_long_poll)`; a plain poll in long-poll
+///   mode only with less than one whole second left;
 /// * never back to long polling after the switch; the notice comes once;
-/// * never a poll before the server's `Retry-After` instant;
+/// * never a poll before the server's `Retry-After` instant, whatever the
+///   answer that carried it;
+/// * no stop with budget left: after a pending answer the wait ends
+///   `TimedOut` only when no poll can be answered in time any more;
 /// * after `Cancel` the next action is `Stop(Cancelled)`; `Stop` is sticky;
 /// * an answer at or after the deadline gives `TimedOut`, even a terminal
 ///   state; late answers for earlier polls are ignored; time going
@@ -446,12 +468,29 @@ enum Phase {
 ///
 /// **Choices where SPEC.md is silent**:
 /// * *Less than one whole second left in long-poll mode*: a long poll would
-///   ask `waitSeconds=0`, a busy loop, so the machine stops at once with
-///   `TimedOut`. Likewise a retry or a pending answer whose next poll would
-///   fall less than a second before the deadline stops at once with
-///   `TimedOut { needed: Some(t) }` rather than sleep for nothing. In
-///   backoff mode the limit is the deadline itself. `needed` is `None` when
-///   the next poll would have been immediate.
+///   ask `waitSeconds=0`, a busy loop, so the machine sends a final plain
+///   poll (no wait parameter) instead of stopping with budget left. The
+///   mode stays long poll; a rejection of the wait parameter in answer to
+///   such a poll ends the wait `NotRetryable` (it was not sent one).
+/// * *The last useful instant*: after a pending answer (or the rejection)
+///   whose next poll by the schedule would not be answered inside the
+///   deadline, the next poll is pulled in to
+///   `max(now, server's Retry-After instant, deadline - max(2 × latency, 10 ms))`,
+///   at most once per wait (no hot loop in the last milliseconds; a poll
+///   that is due anyway, e.g. at the server's instant, is not pulled in
+///   and still goes). The
+///   latency is the round trip of the answer just received, less the wait a
+///   long poll asked for when the server held it that long. When even that
+///   poll would come back at or after the deadline (`at + latency >= deadline`),
+///   or the final poll has been spent, the machine stops at once with
+///   `TimedOut { needed: Some(t) }`, `t` the schedule's instant, rather
+///   than sleep for nothing; `needed` is `None` when the next poll would
+///   have been immediate. The record of the pulled-in poll says
+///   [`DelaySource::Schedule`] with the shortened delay.
+/// * *Failed polls* keep the retry rules: a retry whose backoff (or
+///   `Retry-After`) falls at or after the deadline stops at once with
+///   `TimedOut { needed }` (SPEC §1); a retry under one whole second before
+///   the deadline is a plain poll.
 /// * *Retry budgets bound consecutive failures*: the per-class counters
 ///   reset after every poll the server answered properly (a pending state
 ///   or the rejection of the wait parameter), so a ten-minute wait does not
@@ -464,9 +503,11 @@ enum Phase {
 ///   confused server or classifier) stops with `NotRetryable { status }`
 ///   instead of polling in circles.
 /// * *`Retry-After` on a pending answer* (a `202 Accepted` with
-///   `Retry-After`, as many job APIs send) is honoured too: the next poll
-///   waits `max(schedule, server delay)`, and a server delay over the
-///   automatic wait cap stops with `RateLimited { retry_at }`.
+///   `Retry-After`, as many job APIs send) and *on the rejection of the wait
+///   parameter* is honoured too: the next poll waits
+///   `max(schedule, server delay)` (the first poll after the rejection:
+///   the server delay), and a server delay over the automatic wait cap
+///   stops with `RateLimited { retry_at }` (no notice then: the wait ends).
 /// * *Failed polls in backoff mode* wait what the retry rules say (e.g.
 ///   250 ms for a first 503), not the job schedule: the state is unknown
 ///   after a failure. The schedule does not advance on failures.
@@ -526,6 +567,10 @@ pub struct PollMachine<R> {
     sent: u32,
     /// When the latest poll was sent.
     last_send_at: Instant,
+    /// The wait parameter of the poll in flight (or the latest), if any.
+    long_in_flight: Option<u32>,
+    /// The one final poll pulled in ahead of the schedule has been sent.
+    pulled_in: bool,
     /// Consecutive failures per retry class since the last proper answer.
     spent: Spent,
     /// Pending answers seen in backoff mode: the schedule's exponent.
@@ -603,6 +648,8 @@ impl<R: Rng> PollMachine<R> {
             last_now: now,
             sent: 0,
             last_send_at: now,
+            long_in_flight: None,
+            pulled_in: false,
             spent: Spent::default(),
             scheduled: 0,
             phase: Phase::Ready,
@@ -661,20 +708,6 @@ impl<R: Rng> PollMachine<R> {
         self.phase = Phase::Done(outcome);
     }
 
-    /// The last instant a poll may be sent in the current mode: a long poll
-    /// needs at least one whole second before the deadline. A send at `t` is
-    /// permitted iff `t < send_limit()`.
-    #[inline]
-    fn send_limit(&self) -> Instant {
-        match self.mode {
-            PollMode::Backoff => self.deadline,
-            PollMode::LongPoll => self
-                .deadline
-                .checked_sub(ONE_SECOND - Duration::from_nanos(1))
-                .unwrap_or(self.deadline),
-        }
-    }
-
     fn on_reply(
         &mut self,
         now: Instant,
@@ -727,20 +760,20 @@ impl<R: Rng> PollMachine<R> {
         let job = response.and_then(|r| r.job);
         match (reply, job) {
             (Reply::Status(status), Some(JobReport::LongPollUnsupported)) => {
-                if self.mode != PollMode::LongPoll {
+                if !(self.mode == PollMode::LongPoll && self.long_in_flight.is_some()) {
                     // Rejected a parameter it was not sent: do not go round.
                     return Some(Outcome::NotRetryable { status });
                 }
+                self.spent = Spent::default();
+                // The rejection is an answer the machine acts on: its
+                // Retry-After counts (SPEC §2.1).
+                let server = self.server_delay(response, record);
+                if let Some(o) = self.over_cap(now, server) {
+                    return Some(o);
+                }
                 self.mode = PollMode::Backoff;
                 self.notice = Some(Notice::LongPollUnsupported);
-                self.spent = Spent::default();
-                self.phase = Phase::Ready;
-                record.next = Some(PlannedDelay {
-                    delay: Duration::ZERO,
-                    source: DelaySource::Schedule,
-                    send_at: now,
-                });
-                None
+                self.plan_next(now, Duration::ZERO, server, record)
             }
             (Reply::Status(status @ 100..=399), job) => match job {
                 Some(JobReport::State(name)) => match self.policy.terminal_states.find(name) {
@@ -751,13 +784,12 @@ impl<R: Rng> PollMachine<R> {
             },
             (Reply::Status(status @ (0..=99 | 600..)), _) => Some(Outcome::NotRetryable { status }),
             _ => {
-                let limit = self.send_limit();
                 let j = judge(
                     &self.policy.retry,
                     &mut self.spent,
                     self.request.is_replayable(),
                     now,
-                    limit,
+                    self.deadline,
                     reply,
                     response,
                     &mut self.rng,
@@ -776,6 +808,39 @@ impl<R: Rng> PollMachine<R> {
         }
     }
 
+    /// What the answer's `Retry-After` asks (noted in the record), if it is
+    /// valid.
+    #[inline]
+    fn server_delay(
+        &self,
+        response: Option<&Response<'_>>,
+        record: &mut AttemptRecord,
+    ) -> Option<Duration> {
+        let r = response?;
+        let value = r.retry_after?;
+        match retry_after::server_delay(value, r.date, r.wall_clock) {
+            Ok(d) => {
+                record.retry_after = RetryAfterNote::Valid(d);
+                Some(d)
+            }
+            Err(e) => {
+                record.retry_after = RetryAfterNote::Rejected(e);
+                None
+            }
+        }
+    }
+
+    /// A server delay over the automatic wait cap ends the wait
+    /// `RateLimited`: never truncated, never polled early.
+    #[inline]
+    fn over_cap(&self, now: Instant, server: Option<Duration>) -> Option<Outcome> {
+        let limits = self.policy.retry.retry_after;
+        let d = server.filter(|d| *d > limits.auto_wait_cap)?;
+        Some(Outcome::RateLimited {
+            retry_at: Some(server_instant(now, d.max(limits.min))),
+        })
+    }
+
     /// A pending answer: plan the next poll.
     #[inline]
     fn pending(
@@ -785,27 +850,11 @@ impl<R: Rng> PollMachine<R> {
         record: &mut AttemptRecord,
     ) -> Option<Outcome> {
         self.spent = Spent::default();
-        let limits = self.policy.retry.retry_after;
-        let mut server = None;
-        if let Some(r) = response
-            && let Some(value) = r.retry_after
-        {
-            match retry_after::server_delay(value, r.date, r.wall_clock) {
-                Ok(d) => {
-                    record.retry_after = RetryAfterNote::Valid(d);
-                    server = Some(d);
-                }
-                Err(e) => record.retry_after = RetryAfterNote::Rejected(e),
-            }
+        let server = self.server_delay(response, record);
+        if let Some(o) = self.over_cap(now, server) {
+            return Some(o);
         }
-        if let Some(d) = server
-            && d > limits.auto_wait_cap
-        {
-            return Some(Outcome::RateLimited {
-                retry_at: later(now, d.max(limits.min)),
-            });
-        }
-        let mut delay = match self.mode {
+        let schedule = match self.mode {
             PollMode::LongPoll => later(self.last_send_at, self.policy.min_long_poll_interval)
                 .map_or(Duration::ZERO, |t| t.saturating_duration_since(now)),
             PollMode::Backoff => {
@@ -818,9 +867,41 @@ impl<R: Rng> PollMachine<R> {
                 d
             }
         };
+        self.plan_next(now, schedule, server, record)
+    }
+
+    /// The latency the answer at `now` shows: its round trip, less the wait
+    /// a long poll asked for when the server held it that long (a long poll
+    /// that came back sooner counts whole: the split is unknown, and more is
+    /// the careful guess).
+    #[inline]
+    fn latency(&self, now: Instant) -> Duration {
+        let rtt = now.saturating_duration_since(self.last_send_at);
+        let held = self
+            .long_in_flight
+            .map_or(Duration::ZERO, |n| Duration::from_secs(u64::from(n)));
+        if rtt >= held { rtt - held } else { rtt }
+    }
+
+    /// Plans the next poll after a proper answer (pending, or the rejection
+    /// of the wait parameter) at `now`: at `max(schedule, server delay)`,
+    /// unless that poll could no longer be answered inside the deadline; then
+    /// the one final poll is pulled in to the last useful instant, or the
+    /// wait ends `TimedOut`. `Some` ends the wait.
+    #[inline]
+    fn plan_next(
+        &mut self,
+        now: Instant,
+        schedule: Duration,
+        server: Option<Duration>,
+        record: &mut AttemptRecord,
+    ) -> Option<Outcome> {
+        let min = self.policy.retry.retry_after.min;
+        let mut delay = schedule;
         let mut source = DelaySource::Schedule;
         if let Some(d) = server {
-            let clamped = d.max(limits.min);
+            // Within the cap (checked before), so clamping only raises it.
+            let clamped = d.max(min);
             if clamped > delay {
                 delay = clamped;
                 source = if clamped > d {
@@ -830,18 +911,42 @@ impl<R: Rng> PollMachine<R> {
                 };
             }
         }
-        let send_at = later(now, delay);
-        let Some(send_at) = send_at.filter(|t| *t < self.send_limit()) else {
-            return Some(Outcome::TimedOut {
-                needed: send_at.filter(|_| !delay.is_zero()),
-            });
+        let due = later(now, delay);
+        let server_at = server.map(|d| server_instant(now, d.max(min)));
+        // The latency: a poll sent at `t` is expected back at `t + rtt`. The
+        // last useful instant leaves twice that.
+        let rtt = self.latency(now);
+        let lead = rtt.saturating_mul(2).max(FINAL_LEAD_FLOOR);
+        let last_useful = self.deadline.checked_sub(lead);
+        let send_at = match (due, last_useful) {
+            (Some(due), Some(last)) if due <= last => due,
+            _ => {
+                // The schedule's poll would come back too late: poll at the
+                // last useful instant instead (never before the server's
+                // time), once per wait, if that poll can still be answered
+                // inside the deadline.
+                let at = [Some(now), server_at, last_useful]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .unwrap_or(now);
+                let early = due.is_none_or(|due| at < due);
+                let in_time = at.checked_add(rtt).is_some_and(|t| t < self.deadline);
+                if !in_time || (early && self.pulled_in) {
+                    return Some(Outcome::TimedOut {
+                        needed: due.filter(|_| !delay.is_zero()),
+                    });
+                }
+                self.pulled_in |= early;
+                at
+            }
         };
         record.next = Some(PlannedDelay {
-            delay,
+            delay: send_at.saturating_duration_since(now),
             source,
             send_at,
         });
-        self.phase = if delay.is_zero() {
+        self.phase = if send_at <= now {
             Phase::Ready
         } else {
             Phase::Waiting(send_at)
@@ -854,13 +959,14 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// * `Send(plan)`: send the next poll now; in long-poll mode
     ///   `plan.long_poll` is `Some(n)` with
-    ///   `1 <= n <= min(whole seconds left, max_long_poll)`.
+    ///   `1 <= n <= min(whole seconds left, max_long_poll)`, or `None` for
+    ///   a final plain poll when under one whole second is left.
     /// * `SleepUntil(t)`: wait until `t` (never after the deadline), an
     ///   answer, or a cancel. While a poll is in flight `t` is the deadline.
     /// * `Stop(outcome)`: the wait has ended; every later call repeats it.
     ///
     /// ```
-    /// use polite_core::{Action, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::{Action, Method, PollMachine, PollPolicy, RequestId, RequestInfo};
     /// use polite_core::testing::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -868,9 +974,10 @@ impl<R: Rng> PollMachine<R> {
     ///                                      SplitMix64::new(1), t0, timeout).unwrap();
     /// let Action::Send(p) = new(Duration::from_millis(7_900)).poll_action() else { unreachable!() };
     /// assert_eq!(p.long_poll, Some(7)); // never more than the budget
-    /// // Under one second left: a long poll would be `waitSeconds=0`, so stop at once.
-    /// assert_eq!(new(Duration::from_millis(900)).poll_action(),
-    ///            Action::Stop(Outcome::TimedOut { needed: None }));
+    /// // Under one second left: a long poll would be `waitSeconds=0`, so a
+    /// // final plain poll (the budget is used to its end).
+    /// let Action::Send(p) = new(Duration::from_millis(900)).poll_action() else { unreachable!() };
+    /// assert_eq!(p.long_poll, None);
     /// ```
     #[inline]
     pub fn poll_action(&mut self) -> Action {
@@ -886,12 +993,12 @@ impl<R: Rng> PollMachine<R> {
                         let secs = (self.deadline - now)
                             .as_secs()
                             .min(self.policy.max_long_poll.as_secs());
-                        if secs == 0 {
-                            return self.stop(Outcome::TimedOut { needed: None });
-                        }
-                        Some(u32::try_from(secs).unwrap_or(u32::MAX))
+                        // Under one whole second left: `waitSeconds=0` would
+                        // be a busy loop, so a final plain poll.
+                        (secs > 0).then(|| u32::try_from(secs).unwrap_or(u32::MAX))
                     }
                 };
+                self.long_in_flight = long_poll;
                 let id = SendId {
                     item: 0,
                     attempt: self.sent,

@@ -25,14 +25,26 @@ pub(crate) fn later(now: Instant, d: Duration) -> Option<Instant> {
     now.checked_add(d)
 }
 
+/// A century: longer than any request lives.
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The deadline for a budget of `timeout` starting at `now`. A timeout too
 /// large to represent is taken as "a century", which no request outlives.
 #[must_use]
 pub fn deadline_after(now: Instant, timeout: Duration) -> Instant {
-    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     later(now, timeout)
         .or_else(|| later(now, CENTURY))
         .unwrap_or(now)
+}
+
+/// The server's instant `now + delay`, saturating: a delay too large to
+/// represent (a saturated `Retry-After: 99999999999999999999`) is a century
+/// away, still an instant, so that `RateLimited { retry_at }` says "not for
+/// a very long time" rather than "the server named no time" (which a batch
+/// would take as leave to restart after a backoff).
+#[inline]
+pub(crate) fn server_instant(now: Instant, delay: Duration) -> Instant {
+    deadline_after(now, delay)
 }
 
 /// What one logical request has used so far: retries per class, and what
@@ -195,7 +207,7 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
     if !replayable {
         return stop(judged, Outcome::NotReplayable { last: reply });
     }
-    let server_at = raw.and_then(|d| later(now, d.max(policy.retry_after.min)));
+    let server_at = raw.map(|d| server_instant(now, d.max(policy.retry_after.min)));
     if spent.of(class) >= policy.max_retries.of(class)
         || policy
             .max_total_retries

@@ -1,20 +1,30 @@
 //! `Retry-After` and `Date` parsing (RFC 9110 §10.2.3 and §5.6.7).
 //!
-//! * delta-seconds: ASCII digits only, after trimming surrounding whitespace.
-//!   A sign, a decimal point, an empty value, a non-ASCII digit and a value
-//!   that overflows `u64` are *invalid*, never zero.
+//! * delta-seconds: ASCII digits only, after trimming surrounding whitespace,
+//!   any number of them: leading zeros are digits, and a value too large
+//!   for 64 bits (more digits than fit, or zero-padded past any length
+//!   limit) is *valid and huge*: it saturates at `u64::MAX` seconds, as RFC
+//!   9111 §1.2.2 does for caches, so that it exceeds the automatic wait cap
+//!   and ends the request `RateLimited`. A sign, a decimal point, an empty
+//!   value and a non-ASCII digit are *invalid*, never zero.
 //! * HTTP-date: IMF-fixdate and the obsolete RFC 850 and asctime forms, via
-//!   the `httpdate` crate (locale-independent). A date in the past means
-//!   "now" (a zero delay, which the machine then raises to its minimum).
+//!   the `httpdate` crate (locale-independent). A seconds field of `60` (a
+//!   leap second, which RFC 9110's grammar allows and `httpdate` refuses) is
+//!   read as second 59 plus one second, in all three forms. A date in the
+//!   past means "now" (a zero delay, which the machine then raises to its
+//!   minimum).
 //! * A date is turned into a delay against the response's own `Date` header
 //!   when that is present and valid (cancelling clock skew between client and
 //!   server), else against the wall-clock time the caller passes in.
 //!
-//! Parsing never allocates and never panics, whatever the bytes.
+//! Parsing never allocates and never panics, whatever the bytes, and takes
+//! time linear in the value's length (digits are scanned once; anything
+//! else longer than 64 bytes is rejected unread).
 
 use std::time::{Duration, SystemTime};
 
-/// Longest header value looked at; anything longer is rejected unread.
+/// Longest HTTP-date looked at; a longer value that is not all digits is
+/// rejected unread.
 const MAX_LEN: usize = 64;
 
 /// Why a `Retry-After` value was rejected. The machine then falls back to its
@@ -30,10 +40,13 @@ pub enum RetryAfterError {
     /// Nothing but whitespace.
     #[error("Retry-After is empty")]
     Empty,
-    /// Longer than any valid value (64 bytes).
+    /// Not all digits, and longer than any valid HTTP-date (64 bytes). An
+    /// all-digit value is never too long.
     #[error("Retry-After is too long to be valid")]
     TooLong,
-    /// delta-seconds that do not fit in 64 bits.
+    /// Never returned any more: delta-seconds too large for 64 bits are
+    /// valid and saturate (SPEC §2.1). Kept so that matches on this enum
+    /// keep compiling.
     #[error("Retry-After delta-seconds overflow")]
     Overflow,
     /// Neither ASCII digits nor an HTTP-date (a sign, a decimal point,
@@ -51,6 +64,15 @@ pub enum RetryAfterError {
 /// assert_eq!(RetryAfter::parse(b" 120 "), Ok(RetryAfter::Delay(Duration::from_secs(120))));
 /// let date = RetryAfter::parse(b"Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
 /// assert_eq!(date, RetryAfter::At(UNIX_EPOCH + Duration::from_secs(784111777)));
+/// // Too large for 64 bits: valid and huge (it saturates).
+/// assert_eq!(RetryAfter::parse(b"99999999999999999999"),
+///            Ok(RetryAfter::Delay(Duration::from_secs(u64::MAX))));
+/// // Zero-padded past any length limit: still delta-seconds.
+/// let padded = format!("{}38", "0".repeat(100));
+/// assert_eq!(RetryAfter::parse(padded.as_bytes()), Ok(RetryAfter::Delay(Duration::from_secs(38))));
+/// // A leap second is one second after second 59.
+/// let leap = RetryAfter::parse(b"Wed, 31 Dec 2008 23:59:60 GMT").unwrap();
+/// assert_eq!(leap, RetryAfter::At(UNIX_EPOCH + Duration::from_secs(1_230_768_000)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryAfter {
@@ -63,6 +85,10 @@ pub enum RetryAfter {
 impl RetryAfter {
     /// Parses a raw header value (bytes as received; need not be UTF-8).
     ///
+    /// Any all-digit value is delta-seconds, whatever its length,
+    /// saturating at `u64::MAX` seconds; it is scanned once, without
+    /// allocating.
+    ///
     /// # Errors
     ///
     /// [`RetryAfterError`] saying why the value is invalid.
@@ -71,18 +97,11 @@ impl RetryAfter {
         if v.is_empty() {
             return Err(RetryAfterError::Empty);
         }
+        if let Some(secs) = delta_seconds(v) {
+            return Ok(RetryAfter::Delay(Duration::from_secs(secs)));
+        }
         if v.len() > MAX_LEN {
             return Err(RetryAfterError::TooLong);
-        }
-        if v.iter().all(u8::is_ascii_digit) {
-            let mut secs: u64 = 0;
-            for &b in v {
-                secs = secs
-                    .checked_mul(10)
-                    .and_then(|s| s.checked_add(u64::from(b - b'0')))
-                    .ok_or(RetryAfterError::Overflow)?;
-            }
-            return Ok(RetryAfter::Delay(Duration::from_secs(secs)));
         }
         parse_date(v)
             .map(RetryAfter::At)
@@ -111,14 +130,7 @@ impl RetryAfter {
             RetryAfter::Delay(d) => d,
             RetryAfter::At(at) => {
                 let base = date
-                    .and_then(|d| {
-                        let d = d.trim_ascii();
-                        if d.len() > MAX_LEN {
-                            None
-                        } else {
-                            parse_date(d)
-                        }
-                    })
+                    .and_then(|d| parse_date(d.trim_ascii()))
                     .unwrap_or(wall);
                 at.duration_since(base).unwrap_or(Duration::ZERO)
             }
@@ -126,9 +138,55 @@ impl RetryAfter {
     }
 }
 
+/// delta-seconds: `Some` when every byte is an ASCII digit (and there is at
+/// least one), saturating at `u64::MAX`; one pass, no allocation.
+fn delta_seconds(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |secs, &b| {
+        b.is_ascii_digit()
+            .then(|| secs.saturating_mul(10).saturating_add(u64::from(b - b'0')))
+    })
+}
+
+/// An HTTP-date (at most [`MAX_LEN`] bytes, already trimmed), with a leap
+/// second read as second 59 plus one second. No allocation: a leap date is
+/// rewritten in a buffer on the stack.
 fn parse_date(v: &[u8]) -> Option<SystemTime> {
+    if v.len() > MAX_LEN {
+        return None;
+    }
     let s = std::str::from_utf8(v).ok()?;
-    httpdate::parse_http_date(s).ok()
+    if let Ok(t) = httpdate::parse_http_date(s) {
+        return Some(t);
+    }
+    // All three forms write the time as `hh:mm:ss` followed by a space:
+    // find `:60 ` after `dd:dd`, read it as `:59`, and add one second.
+    let i = leap_second_at(v)?;
+    let mut buf = [0u8; MAX_LEN];
+    let buf = buf.get_mut(..v.len())?;
+    buf.copy_from_slice(v);
+    buf[i + 1] = b'5';
+    buf[i + 2] = b'9';
+    let s = std::str::from_utf8(buf).ok()?;
+    httpdate::parse_http_date(s)
+        .ok()?
+        .checked_add(Duration::from_secs(1))
+}
+
+/// Where the `:60` of a `hh:mm:60 ` time is (the index of its colon).
+fn leap_second_at(v: &[u8]) -> Option<usize> {
+    v.windows(9)
+        .position(|w| {
+            w[0].is_ascii_digit()
+                && w[1].is_ascii_digit()
+                && w[2] == b':'
+                && w[3].is_ascii_digit()
+                && w[4].is_ascii_digit()
+                && w[5..9] == *b":60 "
+        })
+        .map(|p| p + 5)
 }
 
 /// Parses `Retry-After` and turns it into a delay in one step.
@@ -182,18 +240,75 @@ mod tests {
         );
     }
 
+    /// Issue 16: values too large for 64 bits, or zero-padded past the
+    /// length limit, are valid: huge (saturated) or what their digits say.
+    #[test]
+    fn overflowing_and_padded_delta_seconds_are_valid() {
+        let max = Ok(RetryAfter::Delay(Duration::from_secs(u64::MAX)));
+        assert_eq!(RetryAfter::parse(b"99999999999999999999"), max);
+        assert_eq!(RetryAfter::parse(b"18446744073709551616"), max);
+        assert_eq!(RetryAfter::parse(b" 99999999999999999999999 "), max);
+        let padded = format!("{}38", "0".repeat(70));
+        assert_eq!(
+            RetryAfter::parse(padded.as_bytes()),
+            Ok(RetryAfter::Delay(Duration::from_secs(38)))
+        );
+        let padded_huge = format!("{}99999999999999999999", "0".repeat(70));
+        assert_eq!(RetryAfter::parse(padded_huge.as_bytes()), max);
+        // Any length at all: one pass, saturating.
+        assert_eq!(RetryAfter::parse(&vec![b'9'; 1 << 20]), max);
+        assert_eq!(
+            RetryAfter::parse(&vec![b'0'; 1 << 20]),
+            Ok(RetryAfter::Delay(Duration::ZERO))
+        );
+    }
+
+    /// Issue 16: second 60 (a leap second) in all three forms, for
+    /// Retry-After and for Date.
+    #[test]
+    fn leap_second_dates() {
+        // 2008-12-31 23:59:60 is one second after 23:59:59 (1230767999).
+        let want = Ok(RetryAfter::At(at(1_230_768_000)));
+        for form in [
+            &b"Wed, 31 Dec 2008 23:59:60 GMT"[..],
+            b"Wednesday, 31-Dec-08 23:59:60 GMT",
+            b"Wed Dec 31 23:59:60 2008",
+            b" Wed, 31 Dec 2008 23:59:60 GMT\t",
+        ] {
+            assert_eq!(RetryAfter::parse(form), want, "{:?}", form.escape_ascii());
+        }
+        // As the server's Date: Retry-After 00:00:20 the next day is 20 s on.
+        let ra = RetryAfter::parse(b"Thu, 01 Jan 2009 00:00:20 GMT").unwrap();
+        assert_eq!(
+            ra.delay(Some(b"Wed, 31 Dec 2008 23:59:60 GMT"), at(0)),
+            Duration::from_secs(20)
+        );
+        // Second 61 and a broken leap date stay invalid.
+        for bad in [
+            &b"Wed, 31 Dec 2008 23:59:61 GMT"[..],
+            b"Thu, 31 Dec 2008 23:59:60 GMT", // wrong weekday
+            b"Wed, 31 Dec 2008 23:60:60 GMT",
+            b"Wed, 31 Dec 2008 23:59:60 UTC",
+        ] {
+            assert_eq!(
+                RetryAfter::parse(bad),
+                Err(RetryAfterError::Malformed),
+                "{:?}",
+                bad.escape_ascii()
+            );
+        }
+    }
+
     #[test]
     fn invalid_values_are_invalid_not_zero() {
         use RetryAfterError::*;
-        let cases: [(&[u8], RetryAfterError); 12] = [
+        let cases: [(&[u8], RetryAfterError); 10] = [
             (b"-1", Malformed),
             (b"+1", Malformed),
             (b"1.0", Malformed),
             (b"1e3", Malformed),
             (b"", Empty),
             (b"   ", Empty),
-            (b"99999999999999999999999", Overflow),
-            (b"18446744073709551616", Overflow),
             ("\u{0661}".as_bytes(), Malformed), // ARABIC-INDIC DIGIT ONE
             ("１".as_bytes(), Malformed),       // FULLWIDTH DIGIT ONE
             (b"\xff\xfe1", Malformed),
@@ -207,7 +322,13 @@ mod tests {
     #[test]
     fn huge_and_binary_values_never_panic() {
         let big = vec![b'9'; 10 * 1024];
-        assert_eq!(RetryAfter::parse(&big), Err(RetryAfterError::TooLong));
+        assert_eq!(
+            RetryAfter::parse(&big),
+            Ok(RetryAfter::Delay(Duration::from_secs(u64::MAX)))
+        );
+        let mut long = big.clone();
+        long[5] = b'x';
+        assert_eq!(RetryAfter::parse(&long), Err(RetryAfterError::TooLong));
         let junk: Vec<u8> = (0..10 * 1024).map(|i| (i * 7 + 3) as u8).collect();
         assert!(RetryAfter::parse(&junk).is_err());
         let d = RetryAfter::At(at(T));

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use polite_core::adaptive::{AdaptiveRate, BETA};
+use polite_core::adaptive::{AdaptiveRate, Answered, BETA};
 use polite_core::testing::origin;
 use polite_core::{PaceLimit, RateThrottle};
 use proptest::prelude::*;
@@ -69,7 +69,7 @@ proptest! {
                 Op::Answer { step_ms, throttled } => {
                     clock = step(clock, t0, step_ms);
                     latest = latest.max(clock);
-                    t.on_answer(clock, throttled);
+                    t.on_answer(Answered::new(clock, clock, throttled));
                 }
             }
         }
@@ -95,7 +95,7 @@ proptest! {
             prop_assert_eq!(learning.acquire(clock), Ok(()));
             if answer {
                 rate.on_answer(clock, false);
-                learning.on_answer(clock, false);
+                learning.on_answer(Answered::new(clock, clock, false));
             }
         }
         prop_assert!(!rate.is_enabled());
@@ -208,7 +208,7 @@ fn an_adaptive_refusal_names_the_rate() {
     // One rate-limited answer 2 s in: 0.4/s measured, cut to 0.28, floored
     // at 0.5/s: one send per 2 s.
     let t2 = t0 + Duration::from_secs(2);
-    t.on_answer(t2, true);
+    t.on_answer(Answered::new(t2, t2, true));
     assert_eq!(t.acquire(t2), Err(t2 + Duration::from_secs(2)));
     assert_eq!(
         t.refusal(),
@@ -228,7 +228,7 @@ fn a_learnt_quota_replaces_the_guess() {
     let mut t = RateThrottle::learning(1000).unwrap().adaptive();
     assert_eq!(t.acquire(t0), Ok(()));
     let t2 = t0 + Duration::from_secs(2);
-    t.on_answer(t2, true);
+    t.on_answer(Answered::new(t2, t2, true));
     assert!(t.acquire(t2).is_err(), "the guess paces");
     let quota = Quota {
         limit: 50,
@@ -254,4 +254,60 @@ fn a_learnt_quota_replaces_the_guess() {
             ..
         }
     ));
+}
+
+/// polite's first deviation from the SDKs (documented on
+/// `AdaptiveRate::answered`'s helper): a throttle before the first 0.5 s
+/// bucket closes cuts to 0.7 × what the server accepted so far (over at
+/// least a second), not to the 0.5/s floor. nginx `limit_req` at 10 r/s
+/// with a burst of 10 accepts 11 of a fast client's first sends.
+#[test]
+fn a_throttle_in_the_first_half_second_cuts_to_what_the_server_accepted() {
+    let t0 = origin();
+    let mut rate = AdaptiveRate::new(t0);
+    let ms = Duration::from_millis;
+    for i in 0..11 {
+        rate.on_answer(t0 + ms(i), false);
+    }
+    rate.on_answer(t0 + ms(12), true);
+    assert!(
+        (rate.fill_rate() - 0.7 * 11.0).abs() < 1e-9,
+        "{}",
+        rate.fill_rate()
+    );
+    // After the first bucket closed, the SDKs' rule: min(measured, fill).
+    let later = t0 + ms(2_000);
+    rate.on_answer(later, true);
+    assert!(rate.fill_rate() < 0.7 * 11.0);
+}
+
+/// polite's second deviation: refusals of sends granted before the last
+/// cut are one congestion signal, not one cut each.
+#[test]
+fn one_burst_of_refusals_is_one_cut() {
+    let t0 = origin();
+    let ms = Duration::from_millis;
+    let mut burst = AdaptiveRate::new(t0);
+    let mut each = AdaptiveRate::new(t0);
+    for i in 0..100 {
+        let t = t0 + ms(10 * i);
+        burst.answered(Answered::new(t, t, false));
+        each.on_answer(t, false);
+    }
+    // Eight sends in flight at 1.0 s, all refused at 1.01 s.
+    let (sent, at) = (t0 + ms(1_000), t0 + ms(1_010));
+    for _ in 0..8 {
+        burst.answered(Answered::new(sent, at, true));
+        each.on_answer(at, true);
+    }
+    let one_cut = burst.fill_rate();
+    assert!(one_cut > 40.0, "one cut from ~100/s: {one_cut}");
+    assert!(
+        each.fill_rate() < 10.0,
+        "eight SDK cuts: {}",
+        each.fill_rate()
+    );
+    // A send granted after the cut, refused: that is news, and cuts again.
+    burst.answered(Answered::new(at, t0 + ms(1_020), true));
+    assert!(burst.fill_rate() < one_cut);
 }

@@ -103,6 +103,53 @@ fn random_bytes_through_every_target() {
     }
 }
 
+/// Issue 16 (hostile servers): what the widened fuzz targets found on the
+/// old code within seconds — `Retry-After` values that overflow 64 bits or
+/// are zero-padded past 64 bytes (resent at backoff instead of ending
+/// `RateLimited`), leap-second dates (refused), `Retry-After` ignored on the
+/// long-poll rejection and over the cap, and a wait that gave up with
+/// budget left; and, after the fix, one mismatch in the checker itself
+/// (`checker-tail-schedule`: it spaced a plain poll sent in long-poll mode
+/// under a second before the deadline by the backoff schedule instead of
+/// the long-poll interval). Kept in the corpus as
+/// `regression-issue16-<what>-<hash>`;
+/// this test replays them by name, so that none is lost from the corpus.
+#[test]
+fn issue16_regressions_replay() {
+    let mut counts = Vec::new();
+    for target in [
+        Target::RetryAfter,
+        Target::Retry,
+        Target::Poll,
+        Target::Pace,
+    ] {
+        let found: Vec<PathBuf> = corpus(target)
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("regression-issue16-"))
+            })
+            .collect();
+        for f in &found {
+            let data = std::fs::read(f).unwrap();
+            if let Err(failure) = target.check(&data) {
+                panic!("{}: {failure}", f.display());
+            }
+        }
+        counts.push((target.name(), found.len()));
+    }
+    assert_eq!(
+        counts,
+        [
+            ("retry_after", 1),
+            ("retry_script", 5),
+            ("poll_script", 10),
+            ("pace_script", 1)
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Regressions: what the fuzzers found, each pinned by a test named after it
 // (the inputs are also in the corpus, as `regression-*`).
@@ -177,7 +224,11 @@ mod regressions {
             Duration::from_secs(600),
         )
         .unwrap();
-        let checker = PollChecker::for_machine(&m);
+        let checker = PollChecker::new(
+            &policy,
+            &RequestInfo::new(RequestId(1), Method::Get),
+            origin() + Duration::from_secs(600),
+        );
         let script = [
             Input::status(502).retry_class(RetryClass::RateLimited),
             Input::Wake,
@@ -209,7 +260,8 @@ mod regressions {
             Duration::from_secs(10),
         )
         .unwrap();
-        let checker = Checker::for_machine(&m);
+        let checker = Checker::for_retry(&policy, &RequestInfo::new(RequestId(1), Method::Get))
+            .deadline(t0 + Duration::from_secs(10));
         // One send per second: the retry is held until 1.05 s.
         let throttle = RateThrottle::new(1, Duration::from_secs(1)).unwrap();
         let paced = Paced::new(m, throttle, t0).retry_after_limits(policy.retry_after);

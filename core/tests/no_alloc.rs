@@ -76,12 +76,19 @@ fn retry_decisions_allocate_nothing() {
         Duration::from_secs(100_000),
     )
     .unwrap();
-    let headers: [(u16, Option<&[u8]>); 5] = [
+    // Hostile values too (issue 16): zero-padded past 64 bytes, and a
+    // leap-second date (rewritten on the stack, not the heap).
+    let headers: [(u16, Option<&[u8]>); 7] = [
         (503, None),
         (429, Some(b"2")),
         (429, Some(b"Sun, 06 Nov 1994 08:49:37 GMT")),
         (500, Some(b"garbage value")),
-        (502, Some(b"99999999999999999999999")),
+        (
+            502,
+            Some(b"000000000000000000000000000000000000000000000000000000000000000000000003"),
+        ),
+        (503, Some(b"Sun, 06 Nov 1994 08:49:60 GMT")),
+        (503, Some(b"1.5")),
     ];
     let (n, decisions) = allocations(|| {
         let mut now = t0;
@@ -216,14 +223,64 @@ fn poll_decisions_allocate_nothing() {
         Duration::from_secs(1_000_000),
     )
     .unwrap();
+    // Hostile Retry-After values too (issue 16): zero-padded past 64 bytes
+    // on the rejection, a leap-second date on a pending answer.
     let backoff = |n: u32, id| match n {
-        0 => Event::Response(Response::new(id, 400, WALL).job(JobReport::LongPollUnsupported)),
+        0 => Event::Response(
+            Response::new(id, 400, WALL)
+                .job(JobReport::LongPollUnsupported)
+                .retry_after(
+                    b"000000000000000000000000000000000000000000000000000000000000000000000002",
+                ),
+        ),
         n if n % 4 == 3 => Event::TransportError(id, TransportErrorKind::Reset),
+        n if n % 4 == 1 => Event::Response(
+            Response::new(id, 202, WALL)
+                .job(JobReport::State("running"))
+                .retry_after(b"Thu, 01 Jan 1970 00:00:60 GMT"),
+        ),
         _ => Event::Response(Response::new(id, 200, WALL).job(JobReport::State("running"))),
     };
     let (n, decisions) = allocations(|| drive(&mut m, 300, backoff));
     assert_eq!(n, 0, "backoff: {n} allocations over {decisions} decisions");
     assert_eq!(m.mode(), polite_core::PollMode::Backoff);
+
+    // The end of the budget (issue 16): a server that ignores the wait
+    // parameter, polled to the last useful instant, then a stop.
+    let (n, polls) = allocations(|| {
+        let mut m = PollMachine::new(
+            PollPolicy::default(),
+            request,
+            SplitMix64::new(3),
+            t0,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let mut now = t0;
+        let mut polls = 0u32;
+        loop {
+            match m.poll_action() {
+                Action::Send(plan) => {
+                    polls += 1;
+                    now += Duration::from_millis(17);
+                    m.handle(
+                        now,
+                        Event::Response(
+                            Response::new(plan.id, 200, WALL).job(JobReport::State("running")),
+                        ),
+                    );
+                    let _ = m.take_record();
+                }
+                Action::SleepUntil(t) => {
+                    now = now.max(t);
+                    m.handle(now, Event::Tick);
+                }
+                Action::Stop(_) => break polls,
+            }
+        }
+    });
+    assert_eq!(n, 0, "tail: {n} allocations over {polls} polls");
+    assert_eq!(polls, 6);
 }
 
 #[test]

@@ -384,7 +384,9 @@ proptest! {
         let shared = Rc::new(RefCell::new(throttle));
         let inner = RetryMachine::new(policy, RequestInfo::new(RequestId(1), Method::Get),
                                       SplitMix64::new(seed), t0, Duration::from_millis(timeout_ms)).unwrap();
-        let checker = Checker::for_machine(&inner);
+        // The test's own deadline, never the machine's word for it.
+        let checker = Checker::for_retry(&policy, &RequestInfo::new(RequestId(1), Method::Get))
+            .deadline(t0 + Duration::from_millis(timeout_ms));
         let m = Paced::new(inner, Rc::clone(&shared), t0).retry_after_limits(policy.retry_after);
         let mut runner = ScriptRunner::new(t0, m, checker);
         let mut grants = Vec::new();

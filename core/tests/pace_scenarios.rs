@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use polite_core::adaptive::Answered;
 use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, Trace, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, PaceLimit,
@@ -913,12 +914,14 @@ fn an_adaptive_pace_slows_every_sharer_after_bare_429s() {
     // One second of successes at 100/s: nothing slows down.
     for i in 0..100u64 {
         assert_eq!(shared.borrow_mut().acquire(now), Ok(()), "send {i}");
-        shared.borrow_mut().on_answer(now, false);
+        shared
+            .borrow_mut()
+            .on_answer(Answered::new(now, now, false));
         now += 10 * MS;
     }
     // A burst of rate-limited answers.
     for _ in 0..3 {
-        shared.borrow_mut().on_answer(now, true);
+        shared.borrow_mut().on_answer(Answered::new(now, now, true));
     }
     let fill = shared.borrow().adaptive_rate().unwrap().fill_rate();
     assert!(fill < 40.0, "cut three times from ~100/s: {fill}");

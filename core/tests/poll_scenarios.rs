@@ -245,14 +245,25 @@ fn a_40_s_timeout_with_a_job_that_never_ends_stops_by_40_s_in_both_modes() {
     let t0 = origin();
     let deadline = t0 + 40 * S;
     // Long poll: 25 s, then the 14 whole seconds left; under a second is left
-    // when that answer comes, so it stops at once.
+    // when that answer comes, so a plain poll at once; its answer comes back
+    // in 5 ms, and the next poll (1 s after the last) would fall after the
+    // deadline, so one final poll at the last useful instant (10 ms before
+    // the deadline: twice the latency, at least 10 ms), then it stops.
     let run_lp = run(t0, Job::never(), machine(PollPolicy::default(), t0, 40 * S));
-    assert_eq!(run_lp.trace.outcome, Outcome::TimedOut { needed: None });
     let waits: Vec<_> = run_lp.trace.sends().map(|(_, p)| p.long_poll).collect();
-    assert_eq!(waits, vec![Some(25), Some(14)]);
-    assert_eq!(run_lp.trace.ended_at, t0 + 39 * S + 2 * LATENCY);
+    assert_eq!(waits, vec![Some(25), Some(14), None, None]);
+    let last = run_lp.trace.sends().last().unwrap().0;
+    assert_eq!(last, deadline - 10 * MS);
+    assert_eq!(
+        run_lp.trace.outcome,
+        Outcome::TimedOut {
+            needed: Some(last + S)
+        }
+    );
+    assert_eq!(run_lp.trace.ended_at, deadline - 10 * MS + LATENCY);
     // Backoff: ~2 + 4 + 8 + 15 s of waits; the next 15 s would end past
-    // the deadline, so it stops right after the last answer, not at 40 s.
+    // the deadline, so one final poll at the last useful instant, and it
+    // stops right after its answer, not at 40 s.
     for (name, policy, job) in [
         (
             "server without long poll",
@@ -270,8 +281,13 @@ fn a_40_s_timeout_with_a_job_that_never_ends_stops_by_40_s_in_both_modes() {
         };
         assert!(needed >= deadline, "{name}");
         assert!(run.trace.ended_at < deadline, "{name}");
-        let last_answer = run.trace.sends().last().unwrap().0 + LATENCY;
-        assert_eq!(run.trace.ended_at, last_answer, "{name}: stopped at once");
+        let last_send = run.trace.sends().last().unwrap().0;
+        assert_eq!(last_send, deadline - 10 * MS, "{name}: a final poll");
+        assert_eq!(
+            run.trace.ended_at,
+            last_send + LATENCY,
+            "{name}: stopped at once"
+        );
         assert!(sleeps(&run).all(|t| t <= deadline), "{name}");
         assert!(run.trace.sends().all(|(t, _)| t < deadline), "{name}");
     }
@@ -300,16 +316,16 @@ fn the_wait_parameter_never_exceeds_the_remaining_budget() {
     assert_eq!(send(&mut m).long_poll, Some(10));
 }
 
+/// Issue 16: under one whole second left, a long poll would ask
+/// `waitSeconds=0` (a busy loop); the machine sends a plain poll instead of
+/// giving up with budget left.
 #[test]
-fn under_one_second_left_a_long_poll_is_not_sent() {
+fn under_one_second_left_a_long_poll_becomes_a_plain_poll() {
     let t0 = origin();
     let mut m = machine(PollPolicy::default(), t0, 999 * MS);
-    assert_eq!(
-        m.poll_action(),
-        Action::Stop(Outcome::TimedOut { needed: None })
-    );
-    assert_eq!(m.sends(), 0);
-    // In backoff mode a plain poll is still worth sending.
+    assert_eq!(send(&mut m).long_poll, None);
+    assert_eq!(m.mode(), PollMode::LongPoll);
+    // In backoff mode a plain poll as ever.
     let mut m = machine(backoff_first(), t0, 999 * MS);
     assert_eq!(send(&mut m).long_poll, None);
 }

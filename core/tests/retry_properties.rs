@@ -23,7 +23,7 @@ fn run(
     let t0 = origin();
     let m = RetryMachine::new(policy, request, SplitMix64::new(seed), t0, timeout)
         .map_err(|e| e.to_string())?;
-    let checker = Checker::for_machine(&m);
+    let checker = Checker::for_retry(&policy, &request).deadline(t0 + timeout);
     let mut runner = ScriptRunner::new(t0, m, checker).settle(settle);
     runner.play(script).map_err(|v| v.to_string())?;
     runner.finish().map_err(|v| v.to_string())

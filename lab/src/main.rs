@@ -1,7 +1,7 @@
 //! `polite-lab`: serve the lab on 127.0.0.1 for manual trials, until Ctrl-C.
 //!
 //! ```text
-//! cargo run -p polite-lab -- --port 8080 --quota 3/500ms --retry-after imf-fixdate --ratelimit-headers
+//! cargo run -p polite-lab --features cli -- --port 8080 --quota 3/500ms --retry-after imf-fixdate --ratelimit-headers
 //! ```
 #![forbid(unsafe_code)]
 

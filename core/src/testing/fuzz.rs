@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arbitrary::Unstructured;
 
 use super::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
+use super::server_time;
 use super::{BatchChecker, Checker, PollChecker, ThrottleChecker, Violation, origin, violation};
 use crate::batch::{BatchMachine, BatchPolicy};
 use crate::budget::{RetryBucket, RetryCosts};
@@ -210,12 +211,38 @@ fn wall_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A raw header value: delta-seconds (small, around the caps, huge),
-/// HTTP-dates near the virtual wall clock, known-invalid values, or any
-/// bytes.
+/// The same instant's seconds field set to `60`: the leap second after
+/// `hh:mm:59` of that minute (the three forms end their `hh:mm:ss` with a
+/// space).
+fn leap(date: &str) -> String {
+    match date.find(':') {
+        Some(i) if date.len() >= i + 6 => {
+            format!("{}60{}", &date[..i + 4], &date[i + 6..])
+        }
+        _ => date.to_owned(),
+    }
+}
+
+/// Hostile delta-seconds: overflowing 64 bits, zero-padded past any length
+/// limit, or both.
+fn hostile_digits(u: U<'_, '_>) -> Vec<u8> {
+    let pad = "0".repeat(int(u, 0..=200) as usize);
+    match int(u, 0..=3) {
+        0 => format!("{pad}{}", int(u, 0..=120)).into_bytes(),
+        1 => format!("{pad}99999999999999999999").into_bytes(),
+        2 => "9".repeat(int(u, 20..=300) as usize).into_bytes(),
+        _ => format!("{pad}18446744073709551616").into_bytes(),
+    }
+}
+
+/// A raw header value: delta-seconds (small, around the caps, huge,
+/// overflowing, zero-padded), HTTP-dates near the virtual wall clock (with
+/// a leap second too), known-invalid values, or any bytes.
 fn header(u: U<'_, '_>) -> Vec<u8> {
     let near = |u: U<'_, '_>| wall_secs() + int(u, 0..=400) - 100;
-    match int(u, 0..=11) {
+    match int(u, 0..=13) {
+        12 => hostile_digits(u),
+        13 => leap(&forms(near(u))[int(u, 0..=2) as usize]).into_bytes(),
         0 | 1 => int(u, 0..=5).to_string().into_bytes(),
         2 => int(u, 0..=400).to_string().into_bytes(),
         3 => pick(u, &["59", "60", "61", "300", "301", "86400"]).into(),
@@ -230,7 +257,10 @@ fn header(u: U<'_, '_>) -> Vec<u8> {
                 " ",
                 " 2 ",
                 "99999999999999999999999",
+                "99999999999999999999",
                 "18446744073709551615",
+                "0000000000000000000000000000000000000000000000000000000000000000000000038",
+                "Wed, 31 Dec 2008 23:59:60 GMT",
                 "Sun, 06 Nov 1994 08:49:37 GMT",
                 "Sunday, 06-Nov-94 08:49:37 GMT",
                 "Sun Nov  6 08:49:37 1994",
@@ -561,7 +591,9 @@ impl Case for RetryCase {
             rule: "valid-policy",
             detail: e.to_string(),
         })?;
-        let checker = Checker::for_machine(&m);
+        // The checker's deadline is the case's own `t0 + timeout`, never the
+        // machine's word for it.
+        let checker = Checker::for_retry(&self.policy, &self.request).deadline(t0 + self.timeout);
         let trace = match self.bucket {
             None => {
                 let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
@@ -647,7 +679,7 @@ impl Case for PollCase {
             rule: "valid-policy",
             detail: e.to_string(),
         })?;
-        let checker = PollChecker::for_machine(&m);
+        let checker = PollChecker::new(&self.policy, &self.request, t0 + self.timeout);
         let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
         run.play(&self.script)?;
         run.finish().map(drop)
@@ -865,17 +897,15 @@ impl Case for PaceCase {
             timeout,
         )
         .map_err(invalid)?;
+        let own = Checker::for_retry(&retry, m.request()).deadline(t0 + timeout);
         if self.learning {
-            let checker = Checker::for_machine(&m);
+            let checker = own;
             let paced = Paced::new(m, learner()?, t0)
                 .retry_after_limits(retry.retry_after)
                 .rate_limit_headers(headers);
             batch(t0, paced, checker, Settle::Hang, &self.paced)
         } else {
-            let checker = (
-                Checker::for_machine(&m),
-                SendRate::new(self.limit, self.window),
-            );
+            let checker = (own, SendRate::new(self.limit, self.window));
             let paced = Paced::new(m, throttle, t0)
                 .retry_after_limits(retry.retry_after)
                 .rate_limit_headers(headers);
@@ -987,7 +1017,9 @@ impl Case for HeaderCase {
             _ => Some(String::from_utf8_lossy(&bytes(u, 40)).into_owned()),
         }
         .map(String::into_bytes);
-        let value = match int(u, 0..=7) {
+        let value = match int(u, 0..=9) {
+            8 => hostile_digits(u),
+            9 => leap(&forms(round_trip_secs)[int(u, 0..=2) as usize]).into_bytes(),
             0 => forms(round_trip_secs)[0].clone().into_bytes(),
             1 => forms(round_trip_secs)[1].clone().into_bytes(),
             2 => forms(round_trip_secs)[2].clone().into_bytes(),
@@ -1032,6 +1064,28 @@ impl Case for HeaderCase {
                 check_retry_after(v.as_bytes(), self.date.as_deref(), wall)?;
             }
         }
+        // A leap second: `hh:mm:60` is one second after `hh:mm:59`, in
+        // every form, as a Retry-After and as a Date.
+        let s59 = self.round_trip_secs.min(MAX_DATE_SECS - 1) / 60 * 60 + 59;
+        let after = UNIX_EPOCH + Duration::from_secs(s59 + 1);
+        for (i, form) in forms(s59).iter().enumerate() {
+            if i == 1 && !(1970..=2069).contains(&year) {
+                continue;
+            }
+            let v = leap(form);
+            let got = RetryAfter::parse(v.as_bytes());
+            if got != Ok(RetryAfter::At(after)) {
+                return violation("leap-second", format!("{v:?} parsed as {got:?}"));
+            }
+            let d = RetryAfter::At(after + Duration::from_secs(5)).delay(Some(v.as_bytes()), wall);
+            if d != Duration::from_secs(5) {
+                return violation(
+                    "leap-second",
+                    format!("Date {v:?}: delay {d:?}, expected 5s"),
+                );
+            }
+            check_retry_after(v.as_bytes(), Some(v.as_bytes()), wall)?;
+        }
         Ok(())
     }
 }
@@ -1072,32 +1126,27 @@ fn forms(secs: u64) -> [String; 3] {
 }
 
 /// The rules of SPEC §2.1 for one value, against an independent reading
-/// and against `httpdate`.
+/// (the checkers' own digit scanner and leap-second rule, over `httpdate`).
 fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Result<(), Violation> {
     let parsed = RetryAfter::parse(value);
-    let t = value.trim_ascii();
+    let t = server_time::trim(value);
     let fail = |rule, detail: String| {
         violation(
             rule,
             format!("{:?}: {detail}", String::from_utf8_lossy(value)),
         )
     };
-    let digits = !t.is_empty() && t.iter().all(u8::is_ascii_digit);
-    // What httpdate makes of it, where our parser looks at it at all.
-    let as_date = std::str::from_utf8(t)
-        .ok()
-        .and_then(|s| httpdate::parse_http_date(s).ok());
+    let digits = server_time::delta_seconds(t);
+    let as_date = server_time::http_date(t);
+    // SPEC §2.1: any all-digit value is valid delta-seconds, saturating
+    // when it overflows (leading zeros are digits, of any length); only a
+    // value that is not all digits can be too long.
     let want = if t.is_empty() {
         Err(RetryAfterError::Empty)
+    } else if let Some(n) = digits {
+        Ok(RetryAfter::Delay(Duration::from_secs(n)))
     } else if t.len() > 64 {
         Err(RetryAfterError::TooLong)
-    } else if digits {
-        // An independent reading of delta-seconds: std's integer parser.
-        let s = std::str::from_utf8(t).unwrap_or_default();
-        match s.parse::<u64>() {
-            Ok(n) => Ok(RetryAfter::Delay(Duration::from_secs(n))),
-            Err(_) => Err(RetryAfterError::Overflow),
-        }
     } else if let Some(at) = as_date {
         Ok(RetryAfter::At(at))
     } else {
@@ -1110,7 +1159,7 @@ fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Res
         );
     }
     if let Ok(RetryAfter::Delay(d)) = parsed
-        && (!digits || d.subsec_nanos() != 0)
+        && (digits.is_none() || d.subsec_nanos() != 0)
     {
         return fail("retry-after-invalid-not-zero", format!("{parsed:?}"));
     }
@@ -1122,10 +1171,8 @@ fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Res
             RetryAfter::Delay(d) => d,
             RetryAfter::At(at) => {
                 let base = date
-                    .map(<[u8]>::trim_ascii)
-                    .filter(|d| d.len() <= 64)
-                    .and_then(|d| std::str::from_utf8(d).ok())
-                    .and_then(|d| httpdate::parse_http_date(d).ok())
+                    .map(server_time::trim)
+                    .and_then(server_time::http_date)
                     .unwrap_or(wall);
                 at.duration_since(base).unwrap_or_default()
             }

@@ -52,7 +52,6 @@ use crate::outcome::{Outcome, RetryClass};
 use crate::policy::RetryPolicy;
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
-use crate::retry_after;
 
 /// An arbitrary origin for virtual time: the first call reads the monotonic
 /// clock once, and every call returns that same instant. Simulations only add
@@ -72,7 +71,9 @@ pub fn origin() -> Instant {
 pub use crate::rng::SplitMix64;
 
 mod poll_check;
+mod server_time;
 pub use poll_check::{JobBoard, PollChecker, PollTrace};
+use server_time::NotBefore;
 mod batch_check;
 pub use batch_check::BatchChecker;
 mod throttle_check;
@@ -506,7 +507,14 @@ fn violation(rule: &'static str, detail: String) -> Result<(), Violation> {
 /// * `send-after-stop` / `stop-sticky`: after `Stop(o)` every action is `Stop(o)`;
 /// * `retry-budget`: retries charged to a class stay within its budget,
 ///   and all retries within `max_total_retries` when the policy sets it;
-/// * `retry-after`: no send before the server's `Retry-After` instant;
+/// * `retry-after`: no send before the server's `Retry-After` instant
+///   (read by the checker's own plain code: any number of digits, saturating;
+///   a leap second in a date; never through `polite_core::retry_after`),
+///   and none at all after a delay too large to represent;
+/// * `rate-limited`: a `Stop(RateLimited { retry_at })` right after an
+///   answer only when the server asked for more than the automatic wait cap
+///   or the 429 budget is spent, with `retry_at` the server's instant (an
+///   instant far past the cap when the server's is too far to represent);
 /// * `not-replayable`: a non-replayable request is sent at most once;
 /// * `cancel`: after `Cancel` the next action is `Stop(Cancelled)`;
 /// * `late-success`: an answer at or after the deadline ends in `TimedOut`;
@@ -526,7 +534,9 @@ pub struct Checker {
     in_flight: Option<SendId>,
     last_class: Option<RetryClass>,
     retries: [u32; 3],
-    not_before: Option<Instant>,
+    not_before: Option<NotBefore>,
+    /// What the last answer's `Retry-After` asked (the checker's reading).
+    asked: Option<Duration>,
     late_answer: bool,
 }
 
@@ -546,11 +556,17 @@ impl Checker {
             last_class: None,
             retries: [0; 3],
             not_before: None,
+            asked: None,
             late_answer: false,
         }
     }
 
     /// A checker for this machine: its policy, request and deadline.
+    ///
+    /// It takes the deadline from the machine, so it cannot see a machine
+    /// that gets its own deadline wrong: polite's own tools (explorer,
+    /// proptests, fuzz cases) use [`for_retry`](Self::for_retry) with
+    /// [`deadline`](Self::deadline)`(t0 + timeout)`, their own arithmetic.
     ///
     /// ```
     /// use polite_core::testing::{Checker, SplitMix64, origin};
@@ -597,11 +613,11 @@ impl Checker {
                 }
                 // The caller's classification wins, as in the machines.
                 self.last_class = self.policy.class_of_response(r);
-                if let Some(v) = r.retry_after
-                    && let Ok(d) = retry_after::server_delay(v, r.date, r.wall_clock)
-                {
-                    let d = d.max(self.policy.retry_after.min);
-                    self.not_before = now.checked_add(d);
+                self.asked = r
+                    .retry_after
+                    .and_then(|v| server_time::asked(v, r.date, r.wall_clock));
+                if let Some(d) = self.asked {
+                    self.not_before = Some(NotBefore::after(now, d, self.policy.retry_after.min));
                 }
             }
             Event::TransportError(id, _) => {
@@ -613,6 +629,7 @@ impl Checker {
                     self.late_answer = true;
                 }
                 self.last_class = Some(RetryClass::Transport);
+                self.asked = None;
             }
         }
     }
@@ -642,7 +659,10 @@ impl Checker {
             );
         }
         match *action {
-            Action::Stop(o) => self.stopped = Some(o),
+            Action::Stop(o) => {
+                self.rate_limited(now, o)?;
+                self.stopped = Some(o);
+            }
             Action::SleepUntil(t) => {
                 if let Some(d) = self.deadline
                     && t > d
@@ -690,11 +710,11 @@ impl Checker {
                         );
                     }
                     if let Some(nb) = self.not_before
-                        && now < nb
+                        && nb.forbids(now)
                     {
                         return violation(
                             "retry-after",
-                            format!("send {:?} before the server's time", nb - now),
+                            format!("send at {now:?} before the server's time {nb:?}"),
                         );
                     }
                 }
@@ -702,7 +722,56 @@ impl Checker {
                 self.in_flight = Some(plan.id);
                 self.last_class = None;
                 self.not_before = None;
+                self.asked = None;
             }
+        }
+        Ok(())
+    }
+
+    /// A `RateLimited` stop right after an answer: only when the server asked
+    /// for more than the automatic wait cap, or the 429 budget is spent;
+    /// `retry_at` is the server's instant when it gave one.
+    fn rate_limited(&self, now: Instant, o: Outcome) -> Result<(), Violation> {
+        let Outcome::RateLimited { retry_at } = o else {
+            return Ok(());
+        };
+        if self.late_answer || self.cancelled || self.in_flight.is_some() || !self.replayable {
+            return Ok(());
+        }
+        let Some(class) = self.last_class else {
+            return Ok(());
+        };
+        let over_cap = self
+            .asked
+            .is_some_and(|d| d > self.policy.retry_after.auto_wait_cap);
+        let total: u32 = self.retries.iter().sum();
+        let spent = self.retries[class.index()] >= self.policy.max_retries.of(class)
+            || self.policy.max_total_retries.is_some_and(|m| total >= m);
+        let justified = over_cap || (spent && class == RetryClass::RateLimited);
+        if !justified {
+            return violation(
+                "rate-limited",
+                format!(
+                    "{o:?} at {now:?}, but the server asked {:?} (cap {:?}) and the {class} budget is not spent",
+                    self.asked, self.policy.retry_after.auto_wait_cap
+                ),
+            );
+        }
+        let cap = self.policy.retry_after.auto_wait_cap;
+        let ok = match self.not_before {
+            None => retry_at.is_none(),
+            Some(NotBefore::At(t)) => retry_at == Some(t),
+            // Too far to represent: any instant well past the cap will do
+            // (never "no time": that would invite a restart).
+            Some(NotBefore::Never) => {
+                retry_at.is_some_and(|t| t.checked_duration_since(now).is_some_and(|d| d > cap))
+            }
+        };
+        if !ok {
+            return violation(
+                "rate-limited",
+                format!("{o:?}, but the server's time is {:?}", self.not_before),
+            );
         }
         Ok(())
     }

@@ -4,10 +4,11 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
+use super::server_time::{self, NotBefore};
 use super::{Scripted, Simulator, Trace, Violation, violation};
 use crate::backoff;
 use crate::event::{Action, Event, JobReport, SendId, SendPlan};
@@ -16,7 +17,6 @@ use crate::outcome::{Outcome, RetryClass};
 use crate::poll::{Notice, PollMachine, PollPolicy};
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
-use crate::retry_after;
 
 /// What the next action must be, learnt from the inputs since the last one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,12 @@ enum Expect {
     TimedOut,
     /// Some stop (two endings raced; either may win).
     AnyStop,
+    /// Some stop: a failure whose server delay is over the automatic wait
+    /// cap (`RateLimited`, or an earlier reason to stop).
+    OverCap,
+    /// `RateLimited` with a `retry_at` later than this instant (the
+    /// server's is too far to represent).
+    RateLimitedAfter(Instant),
 }
 
 /// Checks the invariants of SPEC.md §1 and §3 on the inputs and outputs of
@@ -43,16 +49,32 @@ enum Expect {
 /// * `send-after-stop` / `stop-sticky`: after `Stop(o)` every action is `Stop(o)`;
 /// * `wait-param`: a long poll asks `1 <= n <= min(whole seconds left, max_long_poll)`;
 /// * `mode`: long polls until the server rejects the wait parameter (when
-///   `long_poll_first`), plain polls after, never back;
+///   `long_poll_first`), plain polls after, never back; in long-poll mode a
+///   plain poll only when less than one whole second is left;
 /// * `notice-once`: the notice comes once, only after the switch, and
 ///   before the first poll without the wait parameter;
 /// * `retry-budget`: consecutive failures per class, between proper answers,
 ///   stay within the class budget;
-/// * `retry-after`: no poll before the server's `Retry-After` instant;
+/// * `retry-after`: no poll before the server's `Retry-After` instant, after
+///   any answer that carries one (a pending state, the rejection of the wait
+///   parameter, a failure), and none at all when the instant is too far to
+///   represent. The checker reads `Retry-After` and `Date` with its own
+///   plain code (any number of digits, saturating; a leap second), never
+///   through `polite_core::retry_after`;
+/// * `rate-limited`: a server delay over the automatic wait cap on a pending
+///   answer or on the rejection ends the wait `RateLimited { retry_at }`
+///   with the server's instant (on a failure: some stop);
+/// * `gave-up-early`: after a pending answer or the rejection, before the
+///   deadline, the wait ends only with `TimedOut`, and only when no poll can
+///   be answered in time any more: the server's instant (or now) plus the
+///   last round trip is at or after the deadline, or a final poll has
+///   already gone out in the last stretch of the budget;
 /// * `not-replayable`: a non-replayable poll is never re-sent after a failure;
 /// * `poll-too-soon`: after a pending answer, long polls start at least
 ///   `min_long_poll_interval` apart, and backoff-mode polls wait at least the
-///   schedule's smallest jittered delay;
+///   schedule's smallest jittered delay; except one final poll per wait,
+///   pulled in ahead of the schedule to the last stretch of the budget
+///   (at or after `deadline - max(2 × last round trip, 10 ms)`);
 /// * `cancel`, `late-answer`, `terminal`, `stale`, `no-report`: after a
 ///   cancel, an answer at or after the deadline, a terminal state, an answer
 ///   for another session generation, or a success without a job report, the
@@ -104,7 +126,17 @@ pub struct PollChecker {
     /// The class of the failure the last answer was, if it was one.
     failure: Option<RetryClass>,
     consecutive: [u32; 3],
-    not_before: Option<Instant>,
+    not_before: Option<NotBefore>,
+    /// The round trip of the latest answered poll.
+    rtt: Duration,
+    /// A proper answer (pending, or the rejection) came at this instant,
+    /// since the last output: the wait must go on if it can.
+    proper: Option<Instant>,
+    /// The one final poll ahead of the schedule has been sent.
+    pulled_in: bool,
+    /// A poll has been sent in the last stretch of the budget (at or after
+    /// `deadline - max(2 × round trip, 10 ms)`): a final poll.
+    final_sent: bool,
     /// Backoff-mode pending answers so far.
     scheduled: u32,
     /// Where the last pending answer said the next poll may start, at the
@@ -150,6 +182,10 @@ impl PollChecker {
             failure: None,
             consecutive: [0; 3],
             not_before: None,
+            rtt: Duration::ZERO,
+            proper: None,
+            pulled_in: false,
+            final_sent: false,
             scheduled: 0,
             schedule_floor: None,
         }
@@ -157,6 +193,11 @@ impl PollChecker {
 
     /// A checker for this machine (its policy, request and deadline). Create
     /// it before the machine's first action.
+    ///
+    /// It takes the deadline from the machine, so it cannot see a machine
+    /// that gets its own deadline wrong: polite's own tools (explorer,
+    /// proptests, fuzz cases) use [`new`](Self::new) with `t0 + timeout`,
+    /// their own arithmetic.
     ///
     /// ```
     /// use polite_core::testing::{PollChecker, SplitMix64};
@@ -243,16 +284,26 @@ impl PollChecker {
         {
             return self.expect(Expect::Stop(Outcome::Stale));
         }
-        let server = r
+        let limits = self.policy.retry.retry_after;
+        let asked = r
             .retry_after
-            .and_then(|v| retry_after::server_delay(v, r.date, r.wall_clock).ok())
-            .map(|d| d.max(self.policy.retry.retry_after.min))
-            .and_then(|d| now.checked_add(d));
+            .and_then(|v| server_time::asked(v, r.date, r.wall_clock));
+        let server = asked.map(|d| NotBefore::after(now, d, limits.min));
+        let over_cap = asked.is_some_and(|d| d > limits.auto_wait_cap);
+        let rate_limited = match server {
+            Some(NotBefore::At(t)) => Expect::Stop(Outcome::RateLimited { retry_at: Some(t) }),
+            _ => Expect::RateLimitedAfter(now.checked_add(limits.auto_wait_cap).unwrap_or(now)),
+        };
         match (r.status, r.job) {
             (status, Some(JobReport::LongPollUnsupported)) => {
                 if plan.long_poll.is_some() {
                     self.switched = true;
                     self.consecutive = [0; 3];
+                    if over_cap {
+                        return self.expect(rate_limited);
+                    }
+                    self.not_before = server;
+                    self.proper = Some(now);
                 } else {
                     self.expect(Expect::Stop(Outcome::NotRetryable { status }));
                 }
@@ -263,8 +314,16 @@ impl PollChecker {
                     return self.expect(Expect::Stop(Outcome::Terminal { state }));
                 }
                 self.consecutive = [0; 3];
+                if over_cap {
+                    return self.expect(rate_limited);
+                }
                 self.not_before = server;
-                self.schedule_floor = if plan.long_poll.is_some() {
+                self.proper = Some(now);
+                // The mode's schedule (a plain poll in long-poll mode, sent
+                // under one whole second before the deadline, keeps the
+                // long-poll spacing).
+                let long_poll_mode = self.policy.long_poll_first && !self.switched;
+                self.schedule_floor = if long_poll_mode {
                     self.last_send_at
                         .and_then(|t| t.checked_add(self.policy.min_long_poll_interval))
                 } else {
@@ -282,6 +341,11 @@ impl PollChecker {
                 Some(class) => {
                     self.failure = Some(class);
                     self.not_before = server;
+                    if over_cap {
+                        // Over the cap, out of budget, or not replayable:
+                        // whichever comes first, the wait ends.
+                        self.expect(Expect::OverCap);
+                    }
                 }
                 None => self.expect(Expect::Stop(Outcome::NotRetryable { status })),
             },
@@ -289,6 +353,9 @@ impl PollChecker {
     }
 
     fn answer_arrived(&mut self, now: Instant) {
+        if let Some(sent) = self.last_send_at {
+            self.rtt = now.saturating_duration_since(sent);
+        }
         self.in_flight = None;
         self.failure = None;
         self.not_before = None;
@@ -345,6 +412,7 @@ impl PollChecker {
         let now = self.now.map_or(now, |n| n.max(now));
         self.now = Some(now);
         self.answered = false;
+        let proper = self.proper.take();
         if let Some(o) = self.stopped {
             return match action {
                 Action::Stop(p) if *p == o => Ok(()),
@@ -356,7 +424,11 @@ impl PollChecker {
             let ok = match (e, action) {
                 (Expect::Stop(o), Action::Stop(p)) => o == *p,
                 (Expect::TimedOut, Action::Stop(p)) => matches!(p, Outcome::TimedOut { .. }),
-                (Expect::AnyStop, Action::Stop(_)) => true,
+                (Expect::AnyStop | Expect::OverCap, Action::Stop(_)) => true,
+                (
+                    Expect::RateLimitedAfter(after),
+                    Action::Stop(Outcome::RateLimited { retry_at: Some(t) }),
+                ) => *t > after,
                 _ => false,
             };
             if !ok {
@@ -366,6 +438,9 @@ impl PollChecker {
                     Expect::Stop(Outcome::Stale) => "stale",
                     Expect::Stop(Outcome::NotRetryable { .. }) => "not-retryable",
                     Expect::TimedOut => "late-answer",
+                    Expect::OverCap
+                    | Expect::RateLimitedAfter(_)
+                    | Expect::Stop(Outcome::RateLimited { .. }) => "rate-limited",
                     _ => "cancel",
                 };
                 return violation(rule, format!("{action:?}, expected {e:?}"));
@@ -374,7 +449,10 @@ impl PollChecker {
         match *action {
             Action::Stop(o) => {
                 self.stopped = Some(o);
-                Ok(())
+                match (proper, self.expect.take()) {
+                    (Some(at), None) => self.gave_up(at, o),
+                    _ => Ok(()),
+                }
             }
             _ if now >= self.deadline => {
                 violation("deadline", format!("{action:?} at or after the deadline"))
@@ -389,6 +467,39 @@ impl PollChecker {
                 Ok(())
             }
             Action::Send(plan) => self.send(now, plan),
+        }
+    }
+
+    /// A stop right after a proper answer at `at` (no other reason to stop
+    /// came since): only `TimedOut`, and only when no poll can be answered
+    /// in time any more.
+    fn gave_up(&self, at: Instant, o: Outcome) -> Result<(), Violation> {
+        if !matches!(o, Outcome::TimedOut { .. }) {
+            return violation(
+                "gave-up-early",
+                format!("{o:?} after a proper answer at {at:?}"),
+            );
+        }
+        if self.final_sent {
+            return Ok(());
+        }
+        // The earliest instant the next poll may go: now, or the server's.
+        let earliest = match self.not_before {
+            Some(NotBefore::Never) => return Ok(()),
+            Some(NotBefore::At(t)) => t.max(at),
+            None => at,
+        };
+        match earliest.checked_add(self.rtt) {
+            Some(answered) if answered < self.deadline => violation(
+                "gave-up-early",
+                format!(
+                    "{o:?} at {at:?} with {:?} left: a poll at {earliest:?} would be answered {:?} before the deadline (round trip {:?})",
+                    self.deadline - at,
+                    self.deadline - answered,
+                    self.rtt
+                ),
+            ),
+            _ => Ok(()),
         }
     }
 
@@ -423,8 +534,11 @@ impl PollChecker {
                     );
                 }
             }
-            None if long => {
-                return violation("mode", format!("plain poll {plan:?} in long-poll mode"));
+            None if long && self.deadline - now >= Duration::from_secs(1) => {
+                return violation(
+                    "mode",
+                    format!("plain poll {plan:?} in long-poll mode with a second or more left"),
+                );
             }
             None if self.switched && self.notices == 0 => {
                 return violation(
@@ -451,21 +565,37 @@ impl PollChecker {
             }
         }
         if let Some(nb) = self.not_before
-            && now < nb
+            && nb.forbids(now)
         {
             return violation(
                 "retry-after",
-                format!("poll {:?} before the server's time", nb - now),
+                format!("poll at {now:?} before the server's time {nb:?}"),
             );
         }
+        // The last stretch of the budget, by the last round trip (a long
+        // poll's round trip counts whole: a careful upper bound of the
+        // latency the machine may estimate).
+        let lead = self.rtt.saturating_mul(2).max(Duration::from_millis(10));
+        let stretch = self.deadline.checked_sub(lead).unwrap_or(self.deadline);
+        let in_stretch = now >= stretch;
         if let Some(floor) = self.schedule_floor
             && now < floor
         {
-            return violation(
-                "poll-too-soon",
-                format!("poll {:?} before the schedule allows", floor - now),
-            );
+            // One final poll may be pulled in ahead of the schedule, into
+            // the last stretch of the budget.
+            if self.pulled_in || !in_stretch {
+                return violation(
+                    "poll-too-soon",
+                    format!(
+                        "poll {:?} before the schedule allows (final poll spent: {})",
+                        floor - now,
+                        self.pulled_in
+                    ),
+                );
+            }
+            self.pulled_in = true;
         }
+        self.final_sent |= in_stretch;
         self.sends += 1;
         self.in_flight = Some(plan);
         self.last_send_at = Some(now);

@@ -76,8 +76,10 @@ pub fn status() -> impl Strategy<Value = u16> {
 }
 
 /// Raw `Retry-After` values: absent, small and large delta-seconds (over
-/// the default automatic wait cap of 60 s too), zero, invalid values
-/// (a sign, a decimal point, empty, overflow), an HTTP-date, or any bytes.
+/// the default automatic wait cap of 60 s too), zero, hostile ones (more
+/// digits than fit in 64 bits, zero-padded past 64 bytes: valid and huge,
+/// or valid and small), invalid values (a sign, a decimal point, empty),
+/// HTTP-dates (with a leap second too), or any bytes.
 ///
 /// ```
 /// use polite_core::testing::strategies;
@@ -98,10 +100,36 @@ pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
         1 => fixed("-1"),
         1 => fixed("1.5"),
         1 => fixed("99999999999999999999999"),
+        2 => fixed("99999999999999999999"),
+        2 => (65usize..200, 0u64..100).prop_map(|(n, v)| Some(format!("{}{v}", "0".repeat(n)).into_bytes())),
+        1 => (0usize..100).prop_map(|n| Some(format!("{}18446744073709551616", "0".repeat(n)).into_bytes())),
         2 => fixed("Sun, 06 Nov 1994 08:49:37 GMT"),
+        1 => fixed("Sun, 06 Nov 1994 08:48:60 GMT"),
+        1 => fixed("Sunday, 06-Nov-94 08:48:60 GMT"),
+        1 => fixed("Sun Nov  6 08:48:60 1994"),
         1 => fixed(""),
         1 => (0u64..400).prop_map(|s| Some(s.to_string().into_bytes())),
         1 => prop::collection::vec(any::<u8>(), 0..70).prop_map(Some),
+    ]
+}
+
+/// Raw `Date` values: mostly absent; the server's clock near the default
+/// virtual wall clock (1994-11-06 08:48:20), a leap second
+/// (`08:47:60`, i.e. 08:48:00), or garbage.
+///
+/// ```
+/// use polite_core::testing::strategies;
+/// let _ = strategies::date();
+/// ```
+pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
+    let fixed = |s: &'static str| Just(Some(s.as_bytes().to_vec()));
+    prop_oneof![
+        12 => Just(None),
+        1 => fixed("Sun, 06 Nov 1994 08:48:20 GMT"),
+        1 => fixed("Sun, 06 Nov 1994 08:47:60 GMT"),
+        1 => fixed("Sunday, 06-Nov-94 08:47:60 GMT"),
+        1 => fixed("Sun Nov  6 08:47:60 1994"),
+        1 => fixed("yesterday"),
     ]
 }
 
@@ -178,15 +206,16 @@ pub fn input() -> impl Strategy<Value = Input> {
     let answer = (
         status(),
         retry_after(),
+        date(),
         prop::bool::weighted(0.1),
         ms(0..3_000),
         retry_class(),
     )
-        .prop_map(|(status, retry_after, late, after, retry_class)| {
+        .prop_map(|(status, retry_after, date, late, after, retry_class)| {
             Input::Answer(Answer {
                 status,
                 retry_after,
-                date: None,
+                date,
                 job: None,
                 generation: None,
                 headers: Vec::new(),
@@ -240,7 +269,8 @@ pub fn job() -> impl Strategy<Value = Option<Job>> {
 }
 
 /// One input for a [`PollMachine`](crate::PollMachine): answers (mostly
-/// `200` with a job report, sometimes with a `Retry-After`, another
+/// `200` with a job report, sometimes with a `Retry-After` and a `Date`
+/// whatever the answer, the rejection of the wait parameter too, another
 /// session generation, or for an earlier poll), transport errors, ticks,
 /// wake-ups (mostly only when no poll is in flight), cancels, and the
 /// clock stepping back.
@@ -263,32 +293,36 @@ pub fn poll_input() -> impl Strategy<Value = Input> {
         1 => Just(501u16),
         1 => 0u16..1000,
     ];
+    // A Retry-After on any answer: pending, terminal, the rejection of the
+    // wait parameter, failures.
     let retry_after = prop_oneof![
-        15 => Just(None),
+        6 => Just(None),
         1 => retry_after(),
     ];
     let answer = (
         status,
         job(),
-        retry_after,
+        (retry_after, date()),
         prop_oneof![20 => Just(None), 1 => Just(Some(7u64)), 1 => Just(Some(8u64))],
         prop::bool::weighted(0.1),
         prop_oneof![4 => ms(0..3_000), 1 => ms(0..30_000)],
     )
-        .prop_map(|(status, job, retry_after, generation, late, after)| {
-            Input::Answer(Answer {
-                status,
-                retry_after,
-                date: None,
-                job,
-                generation,
-                headers: Vec::new(),
-                retry_class: None,
-                late,
-                pick: 0,
-                after,
-            })
-        });
+        .prop_map(
+            |(status, job, (retry_after, date), generation, late, after)| {
+                Input::Answer(Answer {
+                    status,
+                    retry_after,
+                    date,
+                    job,
+                    generation,
+                    headers: Vec::new(),
+                    retry_class: None,
+                    late,
+                    pick: 0,
+                    after,
+                })
+            },
+        );
     prop_oneof![
         30 => answer,
         3 => (transport_kind(), ms(0..5_000))
