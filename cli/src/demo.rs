@@ -266,7 +266,8 @@ pub(crate) fn run(only: Option<&str>) -> Result<u8, Usage> {
         && !parts.iter().any(|(n, _)| *n == o)
     {
         return Err(Usage(format!(
-            "--only: `{o}` is not one of pacing, wait, hang"
+            "--only: {} is not one of pacing, wait, hang",
+            crate::redact::echo(crate::redact::Input::Text, o)
         )));
     }
     println!(

@@ -103,6 +103,14 @@ fn no_usage_error_echoes_a_secret_or_spans_two_lines() {
         (vec!["batch", "--rate", "fast\r\nX-Forged: 1"], ""),
         (vec!["get", ok, "--api-key=SECRET-KEY"], ""),
         (
+            vec![
+                "demo",
+                "--only",
+                "pa\r\nX-Forged: http://alice:hunter2pw@h/?token=SECRET456",
+            ],
+            "",
+        ),
+        (
             vec!["get", ok, "http://alice:hunter2pw@h.test/?token=SECRET456"],
             "",
         ),

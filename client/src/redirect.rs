@@ -21,6 +21,10 @@
 //! * With `max_hops: 0` nothing is followed: a 3xx is the answer.
 //! * A `Location` that is missing, unparsable or not `http`/`https` is not
 //!   followed: the 3xx is the answer.
+//!
+//! The hops of one attempt are one attempt to the machines: they share its
+//! `abort_at`, its attempt record, and its one grant from the pace (a hop
+//! is not paced or recorded on its own).
 
 use bytes::Bytes;
 use http::{Method, StatusCode, Uri, header};
