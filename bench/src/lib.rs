@@ -18,6 +18,7 @@
 
 pub mod cancel;
 pub mod deadline;
+pub mod nohints;
 pub mod overhead;
 pub mod poll;
 pub mod proc;

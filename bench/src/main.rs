@@ -2,17 +2,17 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota deadline cancel scale sizes overhead all
+//! suites: poll quota nohints deadline cancel scale sizes overhead all
 //! ```
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use polite_bench::{Size, cancel, deadline, overhead, poll, quota, scale, stats::Table};
+use polite_bench::{Size, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table};
 
 const SUITES: &[&str] = &[
-    "poll", "quota", "deadline", "cancel", "scale", "sizes", "overhead", "all",
+    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "all",
 ];
 
 fn usage() -> ExitCode {
@@ -27,6 +27,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
     match name {
         "poll" => poll::run(size),
         "quota" => quota::run(size),
+        "nohints" => nohints::run(size),
         "deadline" => deadline::run(size),
         "cancel" => cancel::run(size),
         "scale" => scale::run(size),
@@ -71,7 +72,9 @@ fn main() -> ExitCode {
                 Size::Full
             };
             let names: Vec<&str> = if suite == "all" {
-                vec!["overhead", "deadline", "cancel", "poll", "quota", "scale"]
+                vec![
+                    "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale",
+                ]
             } else {
                 vec![suite]
             };

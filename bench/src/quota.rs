@@ -1,6 +1,8 @@
 //! Staying under a server's quota: 429s received and total time for a batch
-//! of GETs against a fixed-window quota, five clients side by side (each
-//! against its own lab with the same configuration, all running at once):
+//! of GETs against a fixed-window quota, seven clients side by side (each
+//! against its own lab with the same configuration, all running at once;
+//! the `nohints` suite runs four of them through the same harness against
+//! labs that answer bare 429s):
 //!
 //! * **semaphore only**: tokio + reqwest + `tokio::sync::Semaphore`, no retry
 //!   (what "limit concurrency" gives; a 429 is a failed item);
@@ -35,27 +37,35 @@ use bytes::Bytes;
 use polite_client::{Clock as _, HttpIo, NeverCancel};
 use polite_core::drive::{self, NoJobs};
 use polite_core::{BatchMachine, BatchPolicy, Outcome, RateThrottle, SplitMix64};
-use polite_lab::{Fault, LabConfig, LogStats as _, PathMatch, Quota};
+use polite_lab::{Fault, LabConfig, LogStats as _, PathMatch, Quota, RetryAfterStyle};
 use polite_tokio::{Client, Config, ReqwestTransport, TokioClock};
 
 use crate::stats::{Table, median, num, ratio};
 use crate::{Size, get, lab, ms};
 
-/// One experiment: a quota, a service time, a batch.
+/// One experiment: a quota, a service time, a batch, the clients to compare.
 #[derive(Clone, Copy, Debug)]
-struct Scenario {
-    title: &'static str,
-    limit: u32,
-    window: Duration,
-    slow: Option<Duration>,
-    n: usize,
-    concurrency: u32,
-    reps: usize,
-    timeout: Duration,
+pub(crate) struct Scenario {
+    pub(crate) title: &'static str,
+    pub(crate) limit: u32,
+    pub(crate) window: Duration,
+    pub(crate) slow: Option<Duration>,
+    pub(crate) n: usize,
+    pub(crate) concurrency: u32,
+    pub(crate) reps: usize,
+    pub(crate) timeout: Duration,
+    /// Whether the labs give hints: `Retry-After` on every 429 and (unless
+    /// the variant says otherwise) `RateLimit` headers. Without hints a 429
+    /// is bare (the "no hints" suite).
+    pub(crate) hints: bool,
+    /// The clients, one lab each, all running at once.
+    pub(crate) variants: &'static [Variant],
+    /// Also show the time ÷ n/limit windows (the steady-rate ideal).
+    pub(crate) vs_rate: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Variant {
+pub(crate) enum Variant {
     Semaphore,
     Backon,
     PoliteThrottle,
@@ -76,8 +86,14 @@ impl Variant {
         Variant::CoreLearning,
     ];
 
-    fn name(self) -> &'static str {
+    fn name(self, hints: bool) -> &'static str {
         match self {
+            Variant::PoliteThrottle if !hints => {
+                "polite, configured throttle (`Config::throttle` = the quota)"
+            }
+            Variant::PoliteDefault if !hints => {
+                "polite, defaults (`Config::default()`: adaptive rate, told nothing)"
+            }
             Variant::Semaphore => "semaphore only (tokio + reqwest + Semaphore)",
             Variant::Backon => "backon exponential retry on 429 (tokio + reqwest)",
             Variant::PoliteThrottle => "polite, configured throttle (the documented quota)",
@@ -245,7 +261,10 @@ async fn polite_learning(
 fn lab_config(s: &Scenario, headers: bool) -> LabConfig {
     let mut c = LabConfig::default()
         .quota(Quota::fixed(s.limit, s.window))
-        .ratelimit_headers(headers);
+        .ratelimit_headers(headers && s.hints);
+    if !s.hints {
+        c = c.retry_after_style(RetryAfterStyle::Omitted);
+    }
     if let Some(slow) = s.slow {
         c = c.fault(PathMatch::Any, Fault::Slow(slow));
     }
@@ -253,7 +272,8 @@ fn lab_config(s: &Scenario, headers: bool) -> LabConfig {
 }
 
 fn one_rep(s: &Scenario) -> Vec<(Variant, Run)> {
-    let labs: Vec<_> = Variant::ALL
+    let labs: Vec<_> = s
+        .variants
         .iter()
         .map(|&v| (v, lab(lab_config(s, v.headers()))))
         .collect();
@@ -316,27 +336,32 @@ fn one_rep(s: &Scenario) -> Vec<(Variant, Run)> {
         .collect()
 }
 
-fn scenario_table(s: &Scenario) -> Table {
+/// Runs `s.reps` repetitions of `s` and tabulates the medians against the
+/// limit (0 × 429, the quota's rate).
+pub(crate) fn scenario_table(s: &Scenario) -> Table {
     let mut all: Vec<(Variant, Run)> = Vec::new();
     for _ in 0..s.reps {
         all.extend(one_rep(s));
     }
     let windows = s.n.div_ceil(s.limit as usize).saturating_sub(1) as f64;
     let ideal = windows * s.window.as_secs_f64();
-    let mut t = Table::new(
-        s.title,
-        &[
-            "client",
-            "429s p50",
-            "429s max",
-            "items ok p50",
-            "requests p50",
-            "peak in flight",
-            "total time p50 s",
-            "time vs limit",
-        ],
-    );
-    t.row(vec![
+    // n sends at exactly the quota's rate, with no burst at the start.
+    let steady = s.n as f64 / f64::from(s.limit) * s.window.as_secs_f64();
+    let mut head = vec![
+        "client",
+        "429s p50",
+        "429s max",
+        "items ok p50",
+        "requests p50",
+        "peak in flight",
+        "total time p50 s",
+    ];
+    if s.vs_rate {
+        head.push("time ÷ n/rate");
+    }
+    head.push("time vs limit");
+    let mut t = Table::new(s.title, &head);
+    let mut limit_row = vec![
         "**limit**".into(),
         "0".into(),
         "0".into(),
@@ -344,37 +369,60 @@ fn scenario_table(s: &Scenario) -> Table {
         s.n.to_string(),
         s.concurrency.to_string(),
         format!("≈ {}", num(ideal, 2)),
-        "1.00×".into(),
-    ]);
-    for v in Variant::ALL {
+    ];
+    if s.vs_rate {
+        limit_row.push(ratio(ideal, steady));
+    }
+    limit_row.push("1.00×".into());
+    t.row(limit_row);
+    for &v in s.variants {
         let runs: Vec<Run> = all.iter().filter(|r| r.0 == v).map(|r| r.1).collect();
         let f = |g: fn(&Run) -> f64| median(runs.iter().map(g));
         let max429 = runs.iter().map(|r| r.n429).max().unwrap_or(0);
         let secs = f(|r| r.secs);
-        t.row(vec![
-            v.name().into(),
+        let mut row = vec![
+            v.name(s.hints).into(),
             num(f(|r| r.n429 as f64), 0),
             max429.to_string(),
             format!("{}/{}", num(f(|r| r.ok as f64), 0), s.n),
             num(f(|r| r.requests as f64), 0),
             num(f(|r| r.peak as f64), 0),
             num(secs, 2),
-            ratio(secs, ideal),
-        ]);
+        ];
+        if s.vs_rate {
+            row.push(ratio(secs, steady));
+        }
+        row.push(ratio(secs, ideal));
+        t.row(row);
     }
     t.note(format!(
-        "Quota {} per {} ms (fixed windows from the lab's start){}, {} GETs, concurrency {}, \
+        "Quota {} per {} ms (fixed windows from the lab's start){}{}, {} GETs, concurrency {}, \
          {} reps (medians), batch timeout {} s. \"time vs limit\": total time ÷ the \
-         (⌈n/limit⌉ − 1) windows that n requests need at the quota's rate.",
+         (⌈n/limit⌉ − 1) windows that n requests need at the quota's rate{}.",
         s.limit,
         s.window.as_millis(),
         s.slow
             .map(|d| format!(", {} ms service time", d.as_millis()))
             .unwrap_or_default(),
+        if s.hints {
+            ""
+        } else {
+            ", bare 429s (no `Retry-After`, no `RateLimit` headers)"
+        },
         s.n,
         s.concurrency,
         s.reps,
-        s.timeout.as_secs()
+        s.timeout.as_secs(),
+        if s.vs_rate {
+            format!(
+                " (≈ {} s); \"time ÷ n/rate\": total time ÷ n/limit windows (≈ {} s, \
+                 every send at the quota's steady rate)",
+                num(ideal, 2),
+                num(steady, 2)
+            )
+        } else {
+            String::new()
+        }
     ));
     t
 }
@@ -391,6 +439,9 @@ pub fn run(size: Size) -> Vec<Table> {
         concurrency: 2,
         reps: size.pick(5, 1),
         timeout: Duration::from_secs(20),
+        hints: true,
+        variants: &Variant::ALL,
+        vs_rate: false,
     };
     let batch = Scenario {
         title: "A 200-request batch against 20 requests per second",
@@ -401,6 +452,9 @@ pub fn run(size: Size) -> Vec<Table> {
         concurrency: 4,
         reps: size.pick(3, 1),
         timeout: Duration::from_secs(60),
+        hints: true,
+        variants: &Variant::ALL,
+        vs_rate: false,
     };
     vec![scenario_table(&pacing), scenario_table(&batch)]
 }

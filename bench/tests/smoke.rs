@@ -12,7 +12,9 @@ fn every_suite_runs_at_smoke_size() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for suite in ["overhead", "deadline", "cancel", "poll", "quota", "scale"] {
+    for suite in [
+        "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale",
+    ] {
         assert!(
             stdout.contains(&format!("## {suite}")),
             "{suite} missing:\n{stdout}"

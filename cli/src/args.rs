@@ -151,7 +151,7 @@ pub(crate) struct BatchArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// Only the named part: pacing, wait or hang.
+    /// Only the named part: pacing, nohints, wait or hang.
     #[arg(long)]
     pub(crate) only: Option<String>,
 }

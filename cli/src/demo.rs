@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use polite_blocking::{Client, Config, JsonJob, UreqTransport};
-use polite_lab::{Fault, JobState, Lab, LabConfig, LabHandle, LogStats, PathMatch, Quota};
+use polite_lab::{
+    Fault, JobState, Lab, LabConfig, LabHandle, LogStats, PathMatch, Quota, RetryAfterStyle,
+};
 
 use crate::request::Usage;
 
@@ -53,70 +55,134 @@ fn naive_status(agent: &ureq::Agent, url: &str) -> Result<(u16, String), String>
     Ok((status, body))
 }
 
+/// A lab made from `config`, whose `/items/1` .. `/items/{n}` `threads`
+/// threads take as fast as they can, one GET each, no retry.
+fn naive_items(
+    scenario: &'static str,
+    client: &'static str,
+    config: LabConfig,
+    n: usize,
+    threads: usize,
+) -> Result<Row, Usage> {
+    let lab = lab(config)?;
+    let agent = naive_agent(Some(Duration::from_secs(10)));
+    let next = Arc::new(AtomicUsize::new(1));
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (agent, next, lab) = (&agent, Arc::clone(&next), &lab);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i > n {
+                        break;
+                    }
+                    let _ = naive_status(agent, &lab.url(&format!("/items/{i}")));
+                }
+            });
+        }
+    });
+    let time = start.elapsed();
+    let log = lab.log();
+    Ok(Row {
+        scenario,
+        client,
+        requests: log.len(),
+        refused: log.count_429(),
+        time,
+        overshoot: None,
+        result: format!("{} of {n} ok", log.count_status(200)),
+    })
+}
+
+/// A lab made from `config`, whose `/items/1` .. `/items/{n}` polite takes
+/// in one `batch`.
+fn polite_items(
+    scenario: &'static str,
+    client: &'static str,
+    config: LabConfig,
+    n: usize,
+    polite_config: Config,
+) -> Result<Row, Usage> {
+    let lab = lab(config)?;
+    let batcher = polite(polite_config)?;
+    let start = Instant::now();
+    let requests = (1..=n)
+        .map(|i| get(lab.url(&format!("/items/{i}"))))
+        .collect();
+    let results = batcher.batch(requests).map_err(|e| Usage(e.to_string()))?;
+    let time = start.elapsed();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let log = lab.log();
+    Ok(Row {
+        scenario,
+        client,
+        requests: log.len(),
+        refused: log.count_429(),
+        time,
+        overshoot: None,
+        result: format!("{ok} of {n} ok"),
+    })
+}
+
 /// (a) SPEC §4: quota 3 per 500 ms, 15 ms service time, 8 requests, 2 in flight.
 fn pacing(rows: &mut Vec<Row>) -> Result<(), Usage> {
+    const SCENARIO: &str = "pacing: 8 requests, quota 3/500ms";
     let config = || {
         LabConfig::default()
             .quota(Quota::fixed(3, Duration::from_millis(500)))
             .fault(PathMatch::Any, Fault::Slow(Duration::from_millis(15)))
     };
     // Naive: two threads take the 8 URLs as fast as they can.
-    let naive = lab(config())?;
-    let agent = naive_agent(Some(Duration::from_secs(10)));
-    let next = Arc::new(AtomicUsize::new(1));
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            let (agent, next, naive) = (&agent, Arc::clone(&next), &naive);
-            s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i > 8 {
-                        break;
-                    }
-                    let _ = naive_status(agent, &naive.url(&format!("/items/{i}")));
-                }
-            });
-        }
-    });
-    let log = naive.log();
-    rows.push(Row {
-        scenario: "pacing: 8 requests, quota 3/500ms",
-        client: "naive, 2 in flight",
-        requests: log.len(),
-        refused: log.count_429(),
-        time: start.elapsed(),
-        overshoot: None,
-        result: format!("{} of 8 ok", log.count_status(200)),
-    });
-
-    let lab = lab(config())?;
-    let client = polite(Config {
-        timeout: Duration::from_secs(10),
-        concurrency: 2,
-        throttle: Some((3, Duration::from_millis(650))),
-        ..Config::default()
-    })?;
-    let start = Instant::now();
-    let requests = (1..=8)
-        .map(|i| get(lab.url(&format!("/items/{i}"))))
-        .collect();
-    let results = client.batch(requests).map_err(|e| Usage(e.to_string()))?;
-    let ok = results.iter().filter(|r| r.is_ok()).count();
-    let log = lab.log();
-    rows.push(Row {
-        scenario: "pacing: 8 requests, quota 3/500ms",
-        client: "polite, 2 in flight + 3/650ms",
-        requests: log.len(),
-        refused: log.count_429(),
-        time: start.elapsed(),
-        overshoot: None,
-        result: format!("{ok} of 8 ok"),
-    });
+    rows.push(naive_items(SCENARIO, "naive, 2 in flight", config(), 8, 2)?);
+    rows.push(polite_items(
+        SCENARIO,
+        "polite, 2 in flight + 3/650ms",
+        config(),
+        8,
+        Config {
+            timeout: Duration::from_secs(10),
+            concurrency: 2,
+            throttle: Some((3, Duration::from_millis(650))),
+            ..Config::default()
+        },
+    )?);
     Ok(())
 }
 
-/// (b) A job that ends 5.5 s after the first look.
+/// (b) SPEC §4.1: a quota of 10 per second that answers bare 429s (no
+/// Retry-After, no RateLimit headers), like nginx `limit_req`; 40 items,
+/// 4 in flight.
+fn nohints(rows: &mut Vec<Row>) -> Result<(), Usage> {
+    const SCENARIO: &str = "no hints: 40 items, quota 10/s";
+    let config = || {
+        LabConfig::default()
+            .quota(Quota::fixed(10, Duration::from_secs(1)))
+            .retry_after_style(RetryAfterStyle::Omitted)
+    };
+    rows.push(naive_items(
+        SCENARIO,
+        "naive, 4 in flight",
+        config(),
+        40,
+        4,
+    )?);
+    // `polite batch` with no flags: --rate auto, 4 in flight (the budget is
+    // 30 s here, not the batch's 10 minutes, to keep the demo short).
+    rows.push(polite_items(
+        SCENARIO,
+        "polite batch, no flags (auto)",
+        config(),
+        40,
+        Config {
+            timeout: Duration::from_secs(30),
+            ..Config::default()
+        },
+    )?);
+    Ok(())
+}
+
+/// (c) A job that ends 5.5 s after the first look.
 fn wait(rows: &mut Vec<Row>) -> Result<(), Usage> {
     let finishes = Duration::from_millis(5500);
     let config = |long_poll: bool| {
@@ -181,7 +247,7 @@ fn wait(rows: &mut Vec<Row>) -> Result<(), Usage> {
     Ok(())
 }
 
-/// (c) A server that accepts and never answers; the caller's budget is 3 s.
+/// (d) A server that accepts and never answers; the caller's budget is 3 s.
 fn hang(rows: &mut Vec<Row>) -> Result<(), Usage> {
     let budget = Duration::from_secs(3);
     let config = || LabConfig::default().fault(PathMatch::Any, Fault::Hang);
@@ -261,12 +327,17 @@ fn print(rows: &[Row]) {
 /// Runs the demo (all parts, or one).
 pub(crate) fn run(only: Option<&str>) -> Result<u8, Usage> {
     type Part = fn(&mut Vec<Row>) -> Result<(), Usage>;
-    let parts: [(&str, Part); 3] = [("pacing", pacing), ("wait", wait), ("hang", hang)];
+    let parts: [(&str, Part); 4] = [
+        ("pacing", pacing),
+        ("nohints", nohints),
+        ("wait", wait),
+        ("hang", hang),
+    ];
     if let Some(o) = only
         && !parts.iter().any(|(n, _)| *n == o)
     {
         return Err(Usage(format!(
-            "--only: {} is not one of pacing, wait, hang",
+            "--only: {} is not one of pacing, nohints, wait, hang",
             crate::redact::echo(crate::redact::Input::Text, o)
         )));
     }

@@ -71,6 +71,18 @@ fn usage_errors_exit_2_with_one_line() {
 }
 
 #[test]
+fn demo_only_names_its_parts() {
+    let o = polite(&["demo", "--only", "everything"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pacing, nohints, wait, hang"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
 fn a_hostile_retry_after_exits_11_at_once() {
     let hostile = Step::Status {
         status: 429,
