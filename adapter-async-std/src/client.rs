@@ -5,9 +5,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use polite_client::{CancelToken, Config, Error, HttpAnswer, JobDone, NeverCancel, Transport};
+use polite_client::{
+    CancelToken, Config, Error, HttpAnswer, JobDone, NeverCancel, Transport, TransportError,
+};
+use polite_core::Notice;
 use polite_core::drive::Classify;
-use polite_core::{Notice, TransportErrorKind};
 
 use crate::clock::AsyncIoClock;
 
@@ -349,7 +351,7 @@ pub type BatchResult = Result<Vec<Result<http::Response<Bytes>, Error>>, Error>;
 /// assert_eq!(resp.status(), 204);
 /// ```
 pub type BoxSending =
-    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportErrorKind>> + Send>>;
+    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send>>;
 
 #[cfg(all(test, feature = "http1"))]
 mod tests {

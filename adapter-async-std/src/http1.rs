@@ -8,7 +8,7 @@ use std::time::Instant;
 use async_io::{Async, Timer};
 use bytes::Bytes;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
-use polite_client::Transport;
+use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
 use ureq_proto::BodyMode;
 use ureq_proto::client::state::{RecvBody, RecvResponse};
@@ -32,13 +32,16 @@ const CHUNK: usize = 16 << 10;
 ///   request goes out with `Connection: close` unless it has a `Connection`
 ///   header): no pooling yet.
 /// * **`http://` only**: there is no TLS yet. An `https://` URL (or one
-///   without scheme or host) fails the attempt as a transport error
-///   (`Other`) without touching the network.
-/// * Redirects are not followed: a 3xx is handed back as the answer.
+///   without scheme or host) fails the attempt with a permanent
+///   `InvalidRequest` without touching the network.
+/// * The transport follows no redirect: a 3xx is handed back, and polite
+///   follows it by the client's [`RedirectPolicy`](polite_client::RedirectPolicy)
+///   (a cross-origin hop drops every header the caller set).
 /// * The body is read whole, up to [`body_limit`](Self::body_limit)
 ///   (16 MiB by default); a larger one (by `Content-Length` or by what
-///   arrives) fails the attempt as a transport error (`Other`), never an
-///   out-of-memory. The response head is limited to 64 KiB the same way.
+///   arrives) ends the attempt at once with a permanent `BodyTooLarge`
+///   (never an out-of-memory, never retried; the connection is closed, the
+///   rest never read). The response head is limited to 64 KiB (`Other`).
 /// * The request gets `Host` (from the URL), `Content-Length` (from the
 ///   body, when it has one or the method expects one) and
 ///   `Connection: close`, each unless it already has one; nothing else is
@@ -47,8 +50,11 @@ const CHUNK: usize = 16 << 10;
 /// Errors map to [`TransportErrorKind`]: connection refused → `Refused`;
 /// reset, aborted, broken pipe, or closed before a complete answer →
 /// `Reset`; name resolution failed or found nothing → `Dns`; an OS timeout
-/// → `Timeout`; the attempt still running at `abort_at` → `Aborted`;
-/// anything else (a malformed answer, a body too large) → `Other`.
+/// → `Timeout`; the attempt still running at `abort_at` → `Aborted`; a
+/// request that cannot be written (unsupported URL, bad header) →
+/// `InvalidRequest`; a body too large → `BodyTooLarge`; anything else (a
+/// malformed answer) → `Other`. The I/O or protocol error is kept as the
+/// [`TransportError`]'s `source()`.
 ///
 /// ```
 /// use polite_async_std::Http1Transport;
@@ -88,8 +94,8 @@ impl Http1Transport {
         }
     }
 
-    /// Sets the largest body read; a larger one fails the attempt as a
-    /// transport error (`Other`).
+    /// Sets the largest body read; a larger one fails the attempt with a
+    /// permanent `BodyTooLarge`.
     ///
     /// ```
     /// let t = polite_async_std::Http1Transport::new().max_body(4096);
@@ -121,10 +127,15 @@ impl Transport for Http1Transport {
             attempt(request, max_body),
             async move {
                 Timer::at(abort_at).await;
-                Err(TransportErrorKind::Aborted)
+                Err(TransportErrorKind::Aborted.into())
             },
         ))
     }
+}
+
+/// An I/O error as a [`TransportError`], keeping it as the source.
+fn io_error(e: io::Error) -> TransportError {
+    TransportError::new(io_kind(&e)).with_source(e)
 }
 
 /// The kind an I/O error is retried as.
@@ -142,33 +153,43 @@ fn io_kind(e: &io::Error) -> TransportErrorKind {
     }
 }
 
-/// A protocol error (a malformed request or answer).
-fn protocol(_: ureq_proto::Error) -> TransportErrorKind {
-    TransportErrorKind::Other
+/// A protocol error reading the answer (a malformed answer).
+fn protocol(e: ureq_proto::Error) -> TransportError {
+    TransportError::new(TransportErrorKind::Other).with_source(e)
+}
+
+/// A protocol error writing the request (it cannot be sent as it is).
+fn invalid(e: ureq_proto::Error) -> TransportError {
+    TransportError::new(TransportErrorKind::InvalidRequest).with_source(e)
+}
+
+/// A request that cannot be written, with no more to say.
+fn unsendable() -> TransportError {
+    TransportError::new(TransportErrorKind::InvalidRequest)
 }
 
 /// One attempt, from name resolution to the last byte of the body.
 async fn attempt(
     request: http::Request<Bytes>,
     max_body: usize,
-) -> Result<http::Response<Bytes>, TransportErrorKind> {
+) -> Result<http::Response<Bytes>, TransportError> {
     let uri = request.uri();
     if uri.scheme_str() != Some("http") {
         // No TLS yet (and a URL without a scheme cannot be sent).
-        return Err(TransportErrorKind::Other);
+        return Err(unsendable());
     }
-    let host = uri.host().ok_or(TransportErrorKind::Other)?;
+    let host = uri.host().ok_or_else(unsendable)?;
     let port = uri.port_u16().unwrap_or(80);
     let addrs = resolve(host, port).await?;
     let (wire, call) = encode(request)?;
     let mut stream = connect(&addrs).await?;
-    stream.write_all(&wire).await.map_err(|e| io_kind(&e))?;
-    stream.flush().await.map_err(|e| io_kind(&e))?;
+    stream.write_all(&wire).await.map_err(io_error)?;
+    stream.flush().await.map_err(io_error)?;
     receive(&mut Input::new(stream), call, max_body).await
 }
 
 /// The socket addresses of `host:port`; an IP address is used as is.
-async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, TransportErrorKind> {
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, TransportError> {
     let bare = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
@@ -185,13 +206,14 @@ async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, TransportErro
     .await;
     match found {
         Ok(addrs) if !addrs.is_empty() => Ok(addrs),
-        _ => Err(TransportErrorKind::Dns),
+        Ok(_) => Err(TransportErrorKind::Dns.into()),
+        Err(e) => Err(TransportError::new(TransportErrorKind::Dns).with_source(e)),
     }
 }
 
 /// Connects to the first address that accepts.
-async fn connect(addrs: &[SocketAddr]) -> Result<Async<TcpStream>, TransportErrorKind> {
-    let mut last = TransportErrorKind::Dns;
+async fn connect(addrs: &[SocketAddr]) -> Result<Async<TcpStream>, TransportError> {
+    let mut last = TransportError::new(TransportErrorKind::Dns);
     for addr in addrs {
         match Async::<TcpStream>::connect(*addr).await {
             Ok(stream) => {
@@ -200,7 +222,7 @@ async fn connect(addrs: &[SocketAddr]) -> Result<Async<TcpStream>, TransportErro
                 let _ = stream.get_ref().set_nodelay(true);
                 return Ok(stream);
             }
-            Err(e) => last = io_kind(&e),
+            Err(e) => last = io_error(e),
         }
     }
     Err(last)
@@ -208,11 +230,9 @@ async fn connect(addrs: &[SocketAddr]) -> Result<Async<TcpStream>, TransportErro
 
 /// The whole request on the wire (head and body, framed), and the call
 /// ready to read the answer.
-fn encode(
-    request: http::Request<Bytes>,
-) -> Result<(Vec<u8>, Call<RecvResponse>), TransportErrorKind> {
+fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>), TransportError> {
     let (parts, body) = request.into_parts();
-    let mut call = Call::new(http::Request::from_parts(parts, ())).map_err(protocol)?;
+    let mut call = Call::new(http::Request::from_parts(parts, ())).map_err(invalid)?;
     let headers = call.headers();
     let framed = headers.contains_key(http::header::CONTENT_LENGTH)
         || headers.contains_key(http::header::TRANSFER_ENCODING);
@@ -220,51 +240,51 @@ fn encode(
     let wants_body = matches!(call.method().as_str(), "POST" | "PUT" | "PATCH");
     if !framed && (wants_body || !body.is_empty()) {
         call.header(http::header::CONTENT_LENGTH, body.len())
-            .map_err(protocol)?;
+            .map_err(invalid)?;
     }
     if !has_connection {
         call.header(http::header::CONNECTION, "close")
-            .map_err(protocol)?;
+            .map_err(invalid)?;
     }
 
     let mut wire = Vec::with_capacity(512 + body.len());
     let mut scratch = vec![0u8; CHUNK];
     let mut call = call.proceed();
     while !call.can_proceed() {
-        let n = call.write(&mut scratch).map_err(protocol)?;
+        let n = call.write(&mut scratch).map_err(invalid)?;
         if n == 0 {
             // A header line longer than the buffer: never sent.
-            return Err(TransportErrorKind::Other);
+            return Err(unsendable());
         }
         wire.extend_from_slice(&scratch[..n]);
     }
-    let mut call = match call.proceed().map_err(protocol)? {
+    let mut call = match call.proceed().map_err(invalid)? {
         Some(SendRequestResult::RecvResponse(call)) => return Ok((wire, call)),
         Some(SendRequestResult::SendBody(call)) => call,
         // `Expect: 100-continue`: the body is sent without waiting (allowed;
         // a late `100 Continue` is skipped when the answer is read).
-        Some(SendRequestResult::Await100(call)) => match call.proceed().map_err(protocol)? {
+        Some(SendRequestResult::Await100(call)) => match call.proceed().map_err(invalid)? {
             Await100Result::SendBody(call) => call,
             Await100Result::RecvResponse(call) => return Ok((wire, call)),
         },
-        None => return Err(TransportErrorKind::Other),
+        None => return Err(unsendable()),
     };
     let mut rest: &[u8] = &body;
     while !call.can_proceed() {
         let take = rest.len().min(call.calculate_max_input(scratch.len()));
-        let (used, n) = call.write(&rest[..take], &mut scratch).map_err(protocol)?;
+        let (used, n) = call.write(&rest[..take], &mut scratch).map_err(invalid)?;
         wire.extend_from_slice(&scratch[..n]);
         if rest.is_empty() && n == 0 && !call.can_proceed() {
             // The framing asks for more body than there is.
-            return Err(TransportErrorKind::Other);
+            return Err(unsendable());
         }
         rest = &rest[used..];
     }
     if !rest.is_empty() {
         // More body than its Content-Length says.
-        return Err(TransportErrorKind::Other);
+        return Err(unsendable());
     }
-    let call = call.proceed().ok_or(TransportErrorKind::Other)?;
+    let call = call.proceed().ok_or_else(unsendable)?;
     Ok((wire, call))
 }
 
@@ -285,12 +305,12 @@ impl Input {
     }
 
     /// Reads once more from the socket; `Ok(0)` at the end of the stream.
-    async fn fill(&mut self) -> Result<usize, TransportErrorKind> {
+    async fn fill(&mut self) -> Result<usize, TransportError> {
         let n = self
             .stream
             .read(&mut self.scratch)
             .await
-            .map_err(|e| io_kind(&e))?;
+            .map_err(io_error)?;
         self.buffered.extend_from_slice(&self.scratch[..n]);
         Ok(n)
     }
@@ -305,7 +325,7 @@ async fn receive(
     input: &mut Input,
     mut call: Call<RecvResponse>,
     max_body: usize,
-) -> Result<http::Response<Bytes>, TransportErrorKind> {
+) -> Result<http::Response<Bytes>, TransportError> {
     let head = loop {
         let (used, head) = call
             .try_response(&input.buffered, false)
@@ -318,10 +338,10 @@ async fn receive(
             continue; // a 1xx answer was skipped; the real one may be buffered
         }
         if input.buffered.len() > MAX_HEAD {
-            return Err(TransportErrorKind::Other);
+            return Err(TransportErrorKind::Other.into());
         }
         if input.fill().await? == 0 {
-            return Err(TransportErrorKind::Reset); // closed before an answer
+            return Err(TransportErrorKind::Reset.into()); // closed before an answer
         }
     };
     let declared = head
@@ -329,13 +349,14 @@ async fn receive(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max_body as u64) {
-        return Err(TransportErrorKind::Other);
+    let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
+    if declared.is_some_and(|n| n > limit) {
+        return Err(TransportError::body_too_large(limit));
     }
     let body = match call.proceed() {
         Some(RecvResponseResult::RecvBody(call)) => read_body(input, call, max_body).await?,
         Some(RecvResponseResult::Redirect(_) | RecvResponseResult::Cleanup(_)) => Bytes::new(),
-        None => return Err(TransportErrorKind::Other),
+        None => return Err(TransportErrorKind::Other.into()),
     };
     let (parts, ()) = head.into_parts();
     Ok(http::Response::from_parts(parts, body))
@@ -346,7 +367,7 @@ async fn read_body(
     input: &mut Input,
     mut call: Call<RecvBody>,
     max_body: usize,
-) -> Result<Bytes, TransportErrorKind> {
+) -> Result<Bytes, TransportError> {
     let close_delimited = matches!(call.body_mode(), BodyMode::CloseDelimited);
     let mut body = Vec::new();
     let mut out = vec![0u8; CHUNK];
@@ -358,7 +379,9 @@ async fn read_body(
             let (used, n) = call.read(&input.buffered, &mut out).map_err(protocol)?;
             input.consume(used);
             if body.len().saturating_add(n) > max_body {
-                return Err(TransportErrorKind::Other);
+                return Err(TransportError::body_too_large(
+                    u64::try_from(max_body).unwrap_or(u64::MAX),
+                ));
             }
             body.extend_from_slice(&out[..n]);
             if used > 0 || n > 0 {
@@ -372,7 +395,7 @@ async fn read_body(
             return if close_delimited || call.is_ended_chunked() {
                 Ok(Bytes::from(body))
             } else {
-                Err(TransportErrorKind::Reset)
+                Err(TransportErrorKind::Reset.into())
             };
         }
     }
@@ -438,12 +461,18 @@ mod tests {
             .header("content-length", "2")
             .body(Bytes::from_static(b"hello"))
             .unwrap();
-        assert_eq!(encode(long).err(), Some(TransportErrorKind::Other));
+        assert_eq!(
+            encode(long).err().map(|e| e.kind()),
+            Some(TransportErrorKind::InvalidRequest)
+        );
         let short = http::Request::post("http://h.test/items")
             .header("content-length", "9")
             .body(Bytes::from_static(b"hello"))
             .unwrap();
-        assert_eq!(encode(short).err(), Some(TransportErrorKind::Other));
+        assert_eq!(
+            encode(short).err().map(|e| e.kind()),
+            Some(TransportErrorKind::InvalidRequest)
+        );
     }
 
     #[test]

@@ -111,11 +111,14 @@
 //! the protocol (framing, parsing, chunked bodies) is `ureq-proto`'s, the
 //! sans-IO core of ureq 3. It opens **one connection per attempt** (no
 //! pooling yet), speaks **`http://` only** (no TLS yet: an `https://` URL
-//! fails each attempt as a transport error), resolves names on the
-//! `blocking` thread pool, reads bodies whole up to a limit, and aborts each
-//! attempt at its `abort_at` (deadline + 2 s cushion) by racing it against
-//! an `async_io::Timer`. For TLS today, plug in another client through
-//! [`Transport`].
+//! fails at once with a permanent `InvalidRequest`, never retried),
+//! resolves names on the `blocking` thread pool, reads bodies whole up to a
+//! limit (a larger one is a permanent `BodyTooLarge` naming the limit, sent
+//! once), and aborts each attempt at its `abort_at` (deadline + 2 s
+//! cushion) by racing it against an `async_io::Timer`. It follows no
+//! redirect: polite does, by [`Config::redirects`] (a [`RedirectPolicy`]:
+//! default up to 10 hops; a cross-origin hop drops every header the caller
+//! set). For TLS today, plug in another client through [`Transport`].
 //!
 //! ## Cancellation
 //!
@@ -143,6 +146,7 @@ pub use clock::AsyncIoClock;
 #[cfg(feature = "http1")]
 pub use http1::Http1Transport;
 pub use polite_client::{
-    CancelToken, Clock, Config, Error, HttpAnswer, JobDone, JsonJob, Transport,
+    CancelToken, Clock, Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport,
+    TransportError,
 };
 pub use polite_core::{Notice, Outcome};

@@ -164,7 +164,7 @@ fn a_hanging_server_returns_within_timeout_plus_cushion_on_smol() {
 }
 
 #[test]
-fn an_oversized_body_is_a_transport_error_and_retried_as_one() {
+fn an_oversized_body_is_a_permanent_error_sent_once() {
     let lab = Lab::start(LabConfig::default()).unwrap();
     let config = Config {
         timeout: Duration::from_secs(10),
@@ -174,10 +174,11 @@ fn an_oversized_body_is_a_transport_error_and_retried_as_one() {
     let c = Client::with_transport(Http1Transport::new().max_body(4), config).unwrap();
     let err = smol::block_on(c.send(get(lab.url("/items/a")))).unwrap_err();
     assert!(
-        matches!(err.outcome(), Some(Outcome::RetriesExhausted { .. })),
+        matches!(err.outcome(), Some(Outcome::Permanent { .. })),
         "{err:?}"
     );
+    assert!(err.to_string().contains("4-byte limit"), "{err}");
     assert!(err.response().is_none(), "no answer was handed over");
-    // The first send and the 4 transport retries.
-    assert_eq!(lab.log().len(), 5);
+    // Sent once: repeating cannot make the body smaller.
+    assert_eq!(lab.log().len(), 1);
 }

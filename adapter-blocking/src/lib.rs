@@ -28,6 +28,13 @@
 //! * **The deadline** is fixed when the call starts (`Config::timeout`,
 //!   default 30 s) and every attempt's ureq timeout ends at `abort_at`, so a
 //!   hanging server never holds a call past deadline + cushion.
+//! * **Redirects** are followed by polite, not ureq, by [`Config::redirects`]
+//!   (a [`RedirectPolicy`]: default up to 10 hops; a cross-origin hop drops
+//!   every header the caller set; a loop ends the call at once). A body
+//!   over the limit, too many redirects, a rejected certificate or an
+//!   invalid URL are sent once and never retried; the [`Error::Transport`]
+//!   names the cause, keeps ureq's error as `source()`, and counts the
+//!   attempts and the time.
 //!
 //! Attempt records go to `tracing` (target `polite`) without header values,
 //! query strings or bodies. (ureq's own `log` output at `DEBUG` redacts
@@ -131,7 +138,8 @@ pub use cancel::{CtrlCError, cancel_on_ctrl_c};
 pub use client::{BatchResult, Client};
 pub use clock::ThreadClock;
 pub use polite_client::{
-    Cancel, CancelToken, Config, Error, HttpAnswer, JobDone, JsonJob, Transport,
+    Cancel, CancelToken, Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport,
+    TransportError,
 };
 pub use polite_core::{Notice, Outcome};
 #[cfg(feature = "ureq")]

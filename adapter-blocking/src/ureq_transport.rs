@@ -10,13 +10,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_client::Transport;
+use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
 
 use crate::block_on::wake_at;
 
 /// What one attempt produces.
-type Outcome = Result<http::Response<Bytes>, TransportErrorKind>;
+type Outcome = Result<http::Response<Bytes>, TransportError>;
 
 /// Sends attempts with a `ureq::Agent`, each on a worker thread of its own.
 ///
@@ -37,15 +37,24 @@ type Outcome = Result<http::Response<Bytes>, TransportErrorKind>;
 ///   doing.
 /// * **Bodies** are read whole, up to [`body_limit`](Self::body_limit)
 ///   bytes after decoding (default 16 MiB): a larger body (or a
-///   `Content-Length` above the limit) fails the attempt as a transport error
-///   (`Other`), never an out-of-memory.
+///   `Content-Length` above the limit) ends the attempt at once with a
+///   permanent `BodyTooLarge` (never an out-of-memory, never retried; the
+///   rest of the body is not downloaded).
+/// * **Redirects** are not followed by ureq (`max_redirects(0)` is set on
+///   every request, whatever the agent's setting): polite follows them
+///   itself by the client's [`RedirectPolicy`](polite_client::RedirectPolicy),
+///   dropping every header the caller set on a cross-origin hop.
 /// * **Status codes** are answers, not errors: 4xx and 5xx come back as
 ///   responses for the machines to classify (`http_status_as_error(false)` is
 ///   set on every request, whatever the agent's own setting).
-/// * **Errors** map to the kinds the machines retry by: connection refused →
+/// * **Errors** map to the kinds the machines decide by: connection refused →
 ///   `Refused`; reset, aborted, broken pipe, early EOF → `Reset`; host not
 ///   found → `Dns`; a ureq timeout → `Timeout` (`Aborted` for the end-to-end
-///   one, which is `abort_at`); TLS → `Tls`; anything else → `Other`.
+///   one, which is `abort_at`); a rejected certificate → `Certificate`
+///   (permanent); other TLS failures → `Tls`; a bad URL or request →
+///   `InvalidRequest` (permanent); too many redirects → `TooManyRedirects`
+///   (permanent); anything else → `Other`. The ureq error is kept as the
+///   [`TransportError`]'s `source()`.
 ///
 /// ## Threads, and what a cancel does to a request in flight
 ///
@@ -118,8 +127,9 @@ impl UreqTransport {
     }
 
     /// The agent [`Client::new`](crate::Client::new) uses: ureq's defaults
-    /// (rustls with web PKI roots, gzip, a connection pool, redirects
-    /// followed) with HTTP error statuses returned as responses.
+    /// (rustls with web PKI roots, gzip, a connection pool; redirects are
+    /// followed by polite, not ureq, see above) with HTTP error statuses
+    /// returned as responses.
     ///
     /// ```
     /// let agent = polite_blocking::UreqTransport::default_agent();
@@ -133,8 +143,8 @@ impl UreqTransport {
             .new_agent()
     }
 
-    /// Sets the largest body read; a larger one fails the attempt as a
-    /// transport error (`Other`), never an out-of-memory.
+    /// Sets the largest body read; a larger one fails the attempt with a
+    /// permanent `BodyTooLarge` (never an out-of-memory, never retried).
     ///
     /// ```
     /// let t = polite_blocking::UreqTransport::default().max_body(4096);
@@ -223,7 +233,7 @@ impl Future for UreqSending {
             return Poll::Ready(result);
         }
         if Instant::now() >= self.abort_at {
-            return Poll::Ready(Err(TransportErrorKind::Aborted));
+            return Poll::Ready(Err(TransportErrorKind::Aborted.into()));
         }
         match &mut slot.waker {
             Some(w) if w.will_wake(cx.waker()) => {}
@@ -281,7 +291,7 @@ impl Transport for UreqTransport {
         });
         if Pool::run(&self.pool, job).is_err() {
             // No thread to run it on (the job, and its `Live`, are gone).
-            lock(&sending.slot).result = Some(Err(TransportErrorKind::Other));
+            lock(&sending.slot).result = Some(Err(TransportErrorKind::Other.into()));
         }
         sending
     }
@@ -379,13 +389,14 @@ fn attempt(
 ) -> Outcome {
     let left = abort_at.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        return Err(TransportErrorKind::Aborted);
+        return Err(TransportErrorKind::Aborted.into());
     }
     let (parts, body) = request.into_parts();
     let sent = if body.is_empty() && bodiless(&parts.method) {
         let request = agent
             .configure_request(http::Request::from_parts(parts, ()))
             .http_status_as_error(false)
+            .max_redirects(0)
             .timeout_global(Some(left))
             .build();
         agent.run(request)
@@ -393,11 +404,12 @@ fn attempt(
         let request = agent
             .configure_request(http::Request::from_parts(parts, &body[..]))
             .http_status_as_error(false)
+            .max_redirects(0)
             .timeout_global(Some(left))
             .build();
         agent.run(request)
     };
-    let mut response = sent.map_err(|e| kind(&e))?;
+    let mut response = sent.map_err(error)?;
     let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
     let declared = response
         .headers()
@@ -405,28 +417,53 @@ fn attempt(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return Err(TransportErrorKind::Other);
+        return Err(TransportError::body_too_large(limit));
     }
     let bytes = response
         .body_mut()
         .with_config()
         .limit(limit)
         .read_to_vec()
-        .map_err(|e| kind(&e))?;
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
+            e => error(e),
+        })?;
     let (parts, _) = response.into_parts();
     Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
 }
 
-/// Maps a ureq error to the kind the machines retry by.
+/// A ureq error as a [`TransportError`]: its kind, and itself as the
+/// source (except a bad URI, whose text is the URL: it may hold
+/// credentials).
+fn error(e: ureq::Error) -> TransportError {
+    let k = kind(&e);
+    match e {
+        ureq::Error::BadUri(_) => TransportError::new(k),
+        e => TransportError::new(k).with_source(e),
+    }
+}
+
+/// Maps a ureq error to the kind the machines decide by.
 fn kind(e: &ureq::Error) -> TransportErrorKind {
     match e {
         ureq::Error::Timeout(ureq::Timeout::Global) => TransportErrorKind::Aborted,
         ureq::Error::Timeout(_) => TransportErrorKind::Timeout,
         ureq::Error::HostNotFound => TransportErrorKind::Dns,
         ureq::Error::Io(io) => io_kind(io),
+        ureq::Error::Rustls(
+            rustls::Error::InvalidCertificate(_)
+            | rustls::Error::NoCertificatesPresented
+            | rustls::Error::InvalidCertRevocationList(_),
+        ) => TransportErrorKind::Certificate,
         ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::TlsRequired => {
             TransportErrorKind::Tls
         }
+        ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::InvalidProxyUrl => {
+            TransportErrorKind::InvalidRequest
+        }
+        ureq::Error::TooManyRedirects => TransportErrorKind::TooManyRedirects,
+        ureq::Error::RedirectFailed => TransportErrorKind::RedirectNotReplayable,
+        ureq::Error::BodyExceedsLimit(_) => TransportErrorKind::BodyTooLarge,
         _ => TransportErrorKind::Other,
     }
 }
@@ -519,7 +556,25 @@ mod tests {
         );
         assert_eq!(
             kind(&ureq::Error::BodyExceedsLimit(1)),
-            TransportErrorKind::Other
+            TransportErrorKind::BodyTooLarge
+        );
+        assert_eq!(
+            kind(&ureq::Error::TooManyRedirects),
+            TransportErrorKind::TooManyRedirects
+        );
+        assert_eq!(
+            kind(&ureq::Error::BadUri("x".into())),
+            TransportErrorKind::InvalidRequest
+        );
+        assert_eq!(
+            kind(&ureq::Error::Rustls(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer
+            ))),
+            TransportErrorKind::Certificate
+        );
+        assert_eq!(
+            kind(&ureq::Error::Rustls(rustls::Error::HandshakeNotComplete)),
+            TransportErrorKind::Tls
         );
     }
 }

@@ -334,7 +334,7 @@ fn attempt(
     req: http::Request<Bytes>,
     within: Duration,
 ) -> Result<http::Response<Bytes>, TransportErrorKind> {
-    block_on(t.send(req, Instant::now() + within))
+    block_on(t.send(req, Instant::now() + within)).map_err(|e| e.kind())
 }
 
 #[test]
@@ -411,25 +411,39 @@ fn an_oversize_body_is_a_transport_error_not_an_allocation() {
     let lab = Lab::start(LabConfig::default()).unwrap();
     let small = UreqTransport::default().max_body(4);
     let r = attempt(&small, get(lab.url("/items/big")), Duration::from_secs(5));
-    assert_eq!(r.unwrap_err(), TransportErrorKind::Other);
+    assert_eq!(r.unwrap_err(), TransportErrorKind::BodyTooLarge);
     // Exactly at the limit is fine.
     let exact = UreqTransport::default().max_body(br#"{"item":"big"}"#.len());
     let r = attempt(&exact, get(lab.url("/items/big")), Duration::from_secs(5)).unwrap();
     assert_eq!(r.body().len(), exact.body_limit());
 
-    // Through a client, with no transport retries, the call ends with that.
-    let mut config = Config::default();
-    config.retry.max_retries.transport = 0;
-    let c = Client::with_transport(UreqTransport::default().max_body(4), config).unwrap();
+    // Through a client (default retries), the call ends with that at
+    // once: a body over the limit is permanent, sent once, never retried.
+    let c =
+        Client::with_transport(UreqTransport::default().max_body(4), Config::default()).unwrap();
     let e = c.send(get(lab.url("/items/big"))).unwrap_err();
     assert!(
         matches!(
             e,
-            Error::Outcome {
-                outcome: Outcome::RetriesExhausted { .. },
+            Error::Transport {
+                outcome: Outcome::Permanent {
+                    cause: TransportErrorKind::BodyTooLarge
+                },
+                attempts: 1,
                 ..
             }
         ),
         "{e:?}"
+    );
+    assert_eq!(
+        e.to_string().split(" (").next(),
+        Some("body larger than the 4-byte limit, not retried")
+    );
+    assert_eq!(
+        lab.log()
+            .iter()
+            .filter(|r| r.path.starts_with("/items/big"))
+            .count(),
+        3
     );
 }

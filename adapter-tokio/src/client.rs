@@ -31,7 +31,9 @@ impl<T> Clone for Client<T> {
 
 #[cfg(feature = "reqwest")]
 impl Client<crate::ReqwestTransport> {
-    /// A client over `reqwest` with the default configuration.
+    /// A client over `reqwest` with the default configuration. polite
+    /// follows redirects itself only when `http` follows none of its own
+    /// (see [`ReqwestTransport::default_client`](crate::ReqwestTransport::default_client)).
     ///
     /// ```
     /// let client = polite_tokio::Client::new(reqwest::Client::new());

@@ -9,6 +9,17 @@
 //! clock ([`TokioClock`]), a `CancellationToken` ([`TokioCancel`]) and a
 //! transport. Any HTTP client can be plugged in through [`Transport`].
 //!
+//! ## Redirects
+//!
+//! polite follows redirects itself, up to 10 per attempt by default
+//! ([`Config::redirects`], a [`RedirectPolicy`]: off, same origin only, or
+//! up to N hops); a redirect to another origin drops every header the
+//! caller set (SPEC §5.1), and a redirect loop ends the call at once
+//! (`TooManyRedirects`, never retried). This needs a `reqwest::Client`
+//! that follows no redirect of its own
+//! ([`ReqwestTransport::default_client`]); one that does follows them by
+//! reqwest's rules instead.
+//!
 //! ## send: one logical request
 //!
 //! ```
@@ -86,7 +97,9 @@ mod reqwest_transport;
 pub use cancel::{TokioCancel, cancel_on_ctrl_c};
 pub use client::{BatchResult, Client};
 pub use clock::TokioClock;
-pub use polite_client::{Config, Error, HttpAnswer, JobDone, JsonJob, Transport};
+pub use polite_client::{
+    Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport, TransportError,
+};
 pub use polite_core::{Notice, Outcome};
 #[cfg(feature = "reqwest")]
 pub use reqwest_transport::{BoxSending, ReqwestTransport};

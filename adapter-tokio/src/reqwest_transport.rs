@@ -5,15 +5,33 @@ use std::pin::Pin;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use polite_client::Transport;
+use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
 
 /// A boxed attempt (so the drive loop can hold many).
 pub type BoxSending =
-    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportErrorKind>> + Send>>;
+    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send>>;
 
 /// Sends attempts with a `reqwest::Client`, aborting each at its `abort_at`
 /// (`tokio::time::timeout_at`) and reading the body whole up to a limit.
+///
+/// * **Redirects**: polite follows redirects itself, by the client's
+///   [`RedirectPolicy`](polite_client::RedirectPolicy) (a cross-origin hop
+///   drops every header the caller set). For that, the `reqwest::Client`
+///   must follow none of its own: build it with
+///   `.redirect(reqwest::redirect::Policy::none())`, as
+///   [`default_client`](Self::default_client) does. A client that follows
+///   redirects itself does so by reqwest's rules (which drop only
+///   `Authorization`, `Cookie` and `Proxy-Authorization` across hosts).
+/// * **Bodies** larger than [`body_limit`](Self::body_limit) (by
+///   `Content-Length` or by what arrives) end the attempt at once with a
+///   permanent [`BodyTooLarge`](TransportErrorKind::BodyTooLarge): the
+///   rest is never downloaded, and the request is not retried.
+/// * **Errors** are classified by walking the error's `source()` chain
+///   (`std::io::Error` kinds, reqwest's DNS, redirect and builder errors,
+///   and with feature `rustls` a rejected certificate, which is permanent),
+///   never by its text, and kept (without their URL) as the
+///   [`TransportError`]'s source.
 ///
 /// ```
 /// let t = polite_tokio::ReqwestTransport::new(reqwest::Client::new()).max_body(1 << 20);
@@ -29,7 +47,8 @@ impl ReqwestTransport {
     /// Default body limit: 16 MiB.
     pub const DEFAULT_MAX_BODY: usize = 16 << 20;
 
-    /// Wraps a `reqwest::Client` (configure TLS, proxies, pools there).
+    /// Wraps a `reqwest::Client` (configure TLS, proxies, pools there; and
+    /// no redirects, see above).
     #[must_use]
     pub fn new(client: reqwest::Client) -> ReqwestTransport {
         ReqwestTransport {
@@ -38,8 +57,26 @@ impl ReqwestTransport {
         }
     }
 
-    /// Sets the largest body read; a larger one fails the attempt as a
-    /// transport error (`Other`), never an out-of-memory.
+    /// A `reqwest::Client` with reqwest's defaults except that it follows
+    /// no redirect (polite follows them, by its own policy).
+    ///
+    /// # Errors
+    ///
+    /// When reqwest cannot build a client (its TLS backend failed to start).
+    ///
+    /// ```
+    /// let http = polite_tokio::ReqwestTransport::default_client().unwrap();
+    /// let t = polite_tokio::ReqwestTransport::new(http);
+    /// # drop(t);
+    /// ```
+    pub fn default_client() -> Result<reqwest::Client, reqwest::Error> {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+    }
+
+    /// Sets the largest body read; a larger one fails the attempt with a
+    /// permanent `BodyTooLarge` (never an out-of-memory, never retried).
     #[must_use]
     pub fn max_body(mut self, bytes: usize) -> ReqwestTransport {
         self.max_body = bytes;
@@ -53,19 +90,76 @@ impl ReqwestTransport {
     }
 }
 
-/// Maps a reqwest error to the kind the machines retry by.
+/// The kind an I/O error is retried as (`None`: it does not tell).
+fn io_kind(e: &std::io::Error) -> Option<TransportErrorKind> {
+    use std::io::ErrorKind as K;
+    Some(match e.kind() {
+        K::ConnectionRefused => TransportErrorKind::Refused,
+        K::ConnectionReset
+        | K::ConnectionAborted
+        | K::BrokenPipe
+        | K::UnexpectedEof
+        | K::NotConnected => TransportErrorKind::Reset,
+        K::TimedOut => TransportErrorKind::Timeout,
+        _ => return None,
+    })
+}
+
+/// The kind a rustls error is (a rejected certificate is permanent).
+#[cfg(feature = "rustls")]
+fn tls_kind(e: &rustls::Error) -> TransportErrorKind {
+    match e {
+        rustls::Error::InvalidCertificate(_)
+        | rustls::Error::NoCertificatesPresented
+        | rustls::Error::InvalidCertRevocationList(_) => TransportErrorKind::Certificate,
+        _ => TransportErrorKind::Tls,
+    }
+}
+
+/// A TLS failure in `err` (a rustls error, itself or inside an I/O error),
+/// with feature `rustls`; without it, nothing is recognised here.
+#[cfg(feature = "rustls")]
+fn tls_in(err: &(dyn std::error::Error + 'static)) -> Option<TransportErrorKind> {
+    let tls = err.downcast_ref::<rustls::Error>().or_else(|| {
+        err.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    });
+    tls.map(tls_kind)
+}
+
+#[cfg(not(feature = "rustls"))]
+fn tls_in(_: &(dyn std::error::Error + 'static)) -> Option<TransportErrorKind> {
+    None
+}
+
+/// Maps a reqwest error to the kind the machines decide by, by walking its
+/// `source()` chain (typed errors, never the text).
 fn kind(e: &reqwest::Error) -> TransportErrorKind {
+    if e.is_builder() {
+        return TransportErrorKind::InvalidRequest;
+    }
+    if e.is_redirect() {
+        return TransportErrorKind::TooManyRedirects;
+    }
     if e.is_timeout() {
-        TransportErrorKind::Timeout
-    } else if e.is_connect() {
-        let text = format!("{e:?}");
-        if text.contains("dns") || text.contains("resolve") {
-            TransportErrorKind::Dns
-        } else if text.contains("ConnectionRefused") || text.contains("refused") {
-            TransportErrorKind::Refused
-        } else {
-            TransportErrorKind::Other
+        return TransportErrorKind::Timeout;
+    }
+    if e.is_dns() {
+        return TransportErrorKind::Dns;
+    }
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(k) = tls_in(err) {
+            return k;
         }
+        if let Some(k) = err.downcast_ref::<std::io::Error>().and_then(io_kind) {
+            return k;
+        }
+        next = err.source();
+    }
+    if e.is_connect() {
+        TransportErrorKind::Other
     } else if e.is_request() || e.is_body() || e.is_decode() {
         TransportErrorKind::Reset
     } else {
@@ -73,18 +167,24 @@ fn kind(e: &reqwest::Error) -> TransportErrorKind {
     }
 }
 
+/// A reqwest error as a [`TransportError`]: its kind, and itself (without
+/// the URL, which may hold credentials) as the source.
+fn error(e: reqwest::Error) -> TransportError {
+    TransportError::new(kind(&e)).with_source(e.without_url())
+}
+
 async fn attempt(
     client: reqwest::Client,
     request: http::Request<Bytes>,
     max_body: usize,
-) -> Result<http::Response<Bytes>, TransportErrorKind> {
-    let request = reqwest::Request::try_from(request).map_err(|_| TransportErrorKind::Other)?;
-    let mut response = client.execute(request).await.map_err(|e| kind(&e))?;
-    if response
-        .content_length()
-        .is_some_and(|n| n > max_body as u64)
-    {
-        return Err(TransportErrorKind::Other);
+) -> Result<http::Response<Bytes>, TransportError> {
+    let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
+    let request = reqwest::Request::try_from(request).map_err(|e| {
+        TransportError::new(TransportErrorKind::InvalidRequest).with_source(e.without_url())
+    })?;
+    let mut response = client.execute(request).await.map_err(error)?;
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(TransportError::body_too_large(limit));
     }
     let mut out = http::Response::new(Bytes::new());
     *out.status_mut() = response.status();
@@ -92,9 +192,11 @@ async fn attempt(
     *out.headers_mut() = std::mem::take(response.headers_mut());
     detach_values(out.headers_mut());
     let mut body = BytesMut::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| kind(&e))? {
-        if body.len() + chunk.len() > max_body {
-            return Err(TransportErrorKind::Other);
+    while let Some(chunk) = response.chunk().await.map_err(error)? {
+        if body.len().saturating_add(chunk.len()) > max_body {
+            // Dropping the response closes the connection: the rest is
+            // never downloaded.
+            return Err(TransportError::body_too_large(limit));
         }
         body.extend_from_slice(&chunk);
     }
@@ -142,7 +244,7 @@ impl Transport for ReqwestTransport {
             let at = tokio::time::Instant::from_std(abort_at);
             match tokio::time::timeout_at(at, attempt(client, request, max_body)).await {
                 Ok(r) => r,
-                Err(_) => Err(TransportErrorKind::Aborted),
+                Err(_) => Err(TransportErrorKind::Aborted.into()),
             }
         })
     }
@@ -151,6 +253,36 @@ impl Transport for ReqwestTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "rustls")]
+    #[test]
+    fn a_rejected_certificate_is_permanent_other_tls_failures_are_not() {
+        let cert = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert_eq!(tls_kind(&cert), TransportErrorKind::Certificate);
+        assert!(tls_kind(&cert).is_permanent());
+        let other = rustls::Error::HandshakeNotComplete;
+        assert_eq!(tls_kind(&other), TransportErrorKind::Tls);
+        let wrapped = std::io::Error::new(std::io::ErrorKind::InvalidData, cert);
+        assert_eq!(tls_in(&wrapped), Some(TransportErrorKind::Certificate));
+    }
+
+    #[test]
+    fn io_errors_map_to_kinds() {
+        use std::io::ErrorKind as K;
+        assert_eq!(
+            io_kind(&K::ConnectionRefused.into()),
+            Some(TransportErrorKind::Refused)
+        );
+        assert_eq!(
+            io_kind(&K::ConnectionReset.into()),
+            Some(TransportErrorKind::Reset)
+        );
+        assert_eq!(
+            io_kind(&K::TimedOut.into()),
+            Some(TransportErrorKind::Timeout)
+        );
+        assert_eq!(io_kind(&K::PermissionDenied.into()), None);
+    }
 
     #[test]
     fn detached_values_keep_their_bytes_but_not_the_read_buffer() {

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::redact::{Input, echo};
+
 /// Wait for remote results and retry failed HTTP calls without hammering the
 /// server and without ever overrunning --timeout.
 #[derive(Debug, Parser)]
@@ -47,10 +49,20 @@ pub(crate) enum Command {
 /// Options every command shares.
 #[derive(Debug, Args)]
 pub(crate) struct Common {
-    /// The whole budget: retries, waits and sleeps all spend it
-    /// [default: 30s for get and wait; 10m for batch, the whole batch].
-    #[arg(long, value_parser = duration)]
+    /// The whole budget: retries, waits and sleeps all spend it; longer
+    /// than zero [default: 30s for get and wait; 10m for batch, the whole
+    /// batch].
+    #[arg(long, value_parser = timeout)]
     pub(crate) timeout: Option<Duration>,
+    /// Redirects followed per attempt (301, 302, 303, 307, 308); 0: none, a
+    /// 3xx is the answer. A redirect to another origin (scheme, host, port)
+    /// drops every -H header; a redirect loop ends the call at once.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) max_redirects: u32,
+    /// Follow redirects only within the origin of the URL given (a
+    /// redirect elsewhere is the answer).
+    #[arg(long)]
+    pub(crate) same_origin_redirects: bool,
     /// Request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub(crate) headers: Vec<String>,
@@ -153,6 +165,16 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (try 30s, 10m, 250ms)"))
 }
 
+/// A `--timeout`: a duration longer than zero (a zero budget could send
+/// nothing).
+pub(crate) fn timeout(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err("the timeout must be longer than zero (try 30s, 10m, 250ms)".into());
+    }
+    Ok(d)
+}
+
 /// A client-side pace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rate {
@@ -183,13 +205,16 @@ pub(crate) fn rate(s: &str) -> Result<Rate, String> {
     if s.eq_ignore_ascii_case("auto") {
         return Ok(Rate::Auto);
     }
-    let (n, w) = s
-        .split_once('/')
-        .ok_or_else(|| format!("`{s}`: expected auto, none or N/DURATION, e.g. 50/60s"))?;
+    let (n, w) = s.split_once('/').ok_or_else(|| {
+        format!(
+            "{}: expected auto, none or N/DURATION, e.g. 50/60s",
+            echo(Input::Text, s)
+        )
+    })?;
     let n: u32 = n
         .trim()
         .parse()
-        .map_err(|_| format!("`{n}`: not a whole number of requests"))?;
+        .map_err(|_| format!("{}: not a whole number of requests", echo(Input::Text, n)))?;
     if n == 0 {
         return Err("the rate must allow at least 1 request".into());
     }
@@ -217,6 +242,8 @@ mod tests {
         assert!(rate("x/1s").is_err());
         assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(duration("soon").is_err());
+        assert!(timeout("0").is_err() && timeout("0s").is_err() && timeout("0ms").is_err());
+        assert_eq!(timeout("1ms"), Ok(Duration::from_millis(1)));
     }
 
     #[test]

@@ -337,7 +337,8 @@ pub(crate) fn run(only: Option<&str>) -> Result<u8, Usage> {
         && !parts.iter().any(|(n, _)| *n == o)
     {
         return Err(Usage(format!(
-            "--only: `{o}` is not one of pacing, nohints, wait, hang"
+            "--only: {} is not one of pacing, nohints, wait, hang",
+            crate::redact::echo(crate::redact::Input::Text, o)
         )));
     }
     println!(

@@ -8,7 +8,8 @@ use polite_core::Outcome;
 /// Success.
 pub(crate) const OK: u8 = 0;
 /// A final non-success answer (404, a job that ended `failed`, retries
-/// exhausted on 5xx or transport errors, a non-replayable failure).
+/// exhausted on 5xx or transport errors, a non-replayable failure, a send
+/// that cannot succeed: a body over the limit, too many redirects...).
 pub(crate) const FAILED: u8 = 1;
 /// A usage error (bad flag, malformed URL, unreadable body file, bad duration).
 pub(crate) const USAGE: u8 = 2;
@@ -48,9 +49,9 @@ pub(crate) fn for_outcome(outcome: Outcome) -> u8 {
 
 /// The exit code for a call's error.
 pub(crate) fn for_error(e: &Error) -> u8 {
-    match e {
-        Error::Outcome { outcome, .. } => for_outcome(*outcome),
-        Error::Policy(_) | Error::Config(_) => USAGE,
+    match e.outcome() {
+        Some(outcome) => for_outcome(outcome),
+        None => USAGE, // a policy or configuration error
     }
 }
 

@@ -2,11 +2,61 @@
 //! per attempt record. Records hold no header values, URLs or bodies.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use polite_client::Observed;
 use polite_core::{AttemptRecord, DelaySource, Reply, RetryAfterNote};
 
 use crate::args::LogFormat;
+
+/// The attempt log of one call (`get`, `wait`): every event as [`emit`]
+/// writes it, and — in text mode without `-v`, where most records print
+/// nothing — one warning line the first time the server's `Retry-After`
+/// was rejected as invalid (the computed backoff was used instead).
+#[derive(Debug)]
+pub(crate) struct Log {
+    format: LogFormat,
+    verbose: bool,
+    warned: AtomicBool,
+}
+
+impl Log {
+    pub(crate) fn new(format: LogFormat, verbose: bool) -> Log {
+        Log {
+            format,
+            verbose,
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// Writes one observed event (and the one-time warning) to stderr.
+    pub(crate) fn emit(&self, event: Observed<'_>) {
+        if let Some(line) = self.warning(event) {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+        emit(self.format, self.verbose, event);
+    }
+
+    /// The one-time warning for a rejected `Retry-After`, if this event is
+    /// the first to carry one (text mode without `-v` only).
+    fn warning(&self, event: Observed<'_>) -> Option<String> {
+        let Observed::Record(r) = event else {
+            return None;
+        };
+        let RetryAfterNote::Rejected(e) = r.retry_after else {
+            return None;
+        };
+        if self.format != LogFormat::Text
+            || self.verbose
+            || self.warned.swap(true, Ordering::Relaxed)
+        {
+            return None;
+        }
+        Some(format!(
+            "polite: warning: the server sent an invalid Retry-After ({e}); the computed backoff was used instead"
+        ))
+    }
+}
 
 /// Writes one observed event to stderr in the chosen format.
 pub(crate) fn emit(format: LogFormat, verbose: bool, event: Observed<'_>) {
@@ -72,5 +122,50 @@ fn text(r: &AttemptRecord, verbose: bool) -> Option<String> {
         }
         _ if verbose => Some(format!("polite: {who}: {}", r.reply)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polite_core::{RequestId, RetryAfterError, SendId};
+
+    fn record(note: RetryAfterNote) -> AttemptRecord {
+        AttemptRecord {
+            request: RequestId(1),
+            id: SendId::default(),
+            reply: Reply::Status(200),
+            class: None,
+            retry_after: note,
+            next: None,
+            outcome: None,
+        }
+    }
+
+    #[test]
+    fn a_rejected_retry_after_warns_once_per_call_in_text_without_verbose() {
+        let log = Log::new(LogFormat::Text, false);
+        let bad = record(RetryAfterNote::Rejected(RetryAfterError::Malformed));
+        let w = log.warning(Observed::Record(&bad)).expect("warned");
+        assert!(
+            w.starts_with("polite: warning:") && w.contains("Retry-After"),
+            "{w}"
+        );
+        assert!(!w.contains('\n'));
+        assert_eq!(log.warning(Observed::Record(&bad)), None, "once per call");
+        let fine = record(RetryAfterNote::Absent);
+        assert_eq!(
+            Log::new(LogFormat::Text, false).warning(Observed::Record(&fine)),
+            None
+        );
+        // -v and JSON already show the note on every record.
+        assert_eq!(
+            Log::new(LogFormat::Text, true).warning(Observed::Record(&bad)),
+            None
+        );
+        assert_eq!(
+            Log::new(LogFormat::Json, false).warning(Observed::Record(&bad)),
+            None
+        );
     }
 }

@@ -4,6 +4,8 @@ use std::io::Read;
 
 use bytes::Bytes;
 
+use crate::redact::{Input, echo};
+
 /// A usage error: printed on one line, exit 2.
 #[derive(Debug)]
 pub(crate) struct Usage(pub(crate) String);
@@ -22,35 +24,44 @@ fn usage(msg: impl Into<String>) -> Usage {
 pub(crate) fn url(s: &str) -> Result<http::Uri, Usage> {
     let uri: http::Uri = s
         .parse()
-        .map_err(|e| usage(format!("malformed URL `{s}`: {e}")))?;
+        .map_err(|e| usage(format!("malformed URL {}: {e}", echo(Input::Url, s))))?;
     match uri.scheme_str() {
         Some("http" | "https") => {}
         _ => {
             return Err(usage(format!(
-                "URL `{s}` must start with http:// or https://"
+                "URL {} must start with http:// or https://",
+                echo(Input::Url, s)
             )));
         }
     }
     if uri.host().is_none_or(str::is_empty) {
-        return Err(usage(format!("URL `{s}` has no host")));
+        return Err(usage(format!("URL {} has no host", echo(Input::Url, s))));
     }
     Ok(uri)
 }
 
 /// A method token.
 pub(crate) fn method(s: &str) -> Result<http::Method, Usage> {
-    http::Method::from_bytes(s.as_bytes()).map_err(|_| usage(format!("invalid method `{s}`")))
+    http::Method::from_bytes(s.as_bytes())
+        .map_err(|_| usage(format!("invalid method {}", echo(Input::Text, s))))
 }
 
 /// `Name: value`.
 pub(crate) fn header(s: &str) -> Result<(http::HeaderName, http::HeaderValue), Usage> {
-    let (name, value) = s
-        .split_once(':')
-        .ok_or_else(|| usage(format!("header `{s}`: expected `Name: value`")))?;
+    let (name, value) = s.split_once(':').ok_or_else(|| {
+        usage(format!(
+            "header {}: expected `Name: value`",
+            echo(Input::Header, s)
+        ))
+    })?;
     let name = http::HeaderName::from_bytes(name.trim().as_bytes())
-        .map_err(|_| usage(format!("header `{s}`: invalid name")))?;
-    let value = http::HeaderValue::from_str(value.trim())
-        .map_err(|_| usage(format!("header `{s}`: invalid value")))?;
+        .map_err(|_| usage(format!("header {}: invalid name", echo(Input::Header, s))))?;
+    let value = http::HeaderValue::from_str(value.trim()).map_err(|_| {
+        usage(format!(
+            "header {}: invalid value (control characters or non-ASCII)",
+            echo(Input::Header, s)
+        ))
+    })?;
     Ok((name, value))
 }
 
@@ -67,9 +78,12 @@ pub(crate) fn body(data: Option<&str>) -> Result<Bytes, Usage> {
         }
         Some(d) if d.starts_with('@') => {
             let path = &d[1..];
-            std::fs::read(path)
-                .map(Bytes::from)
-                .map_err(|e| usage(format!("cannot read body file `{path}`: {e}")))
+            std::fs::read(path).map(Bytes::from).map_err(|e| {
+                usage(format!(
+                    "cannot read body file {}: {e}",
+                    echo(Input::Text, path)
+                ))
+            })
         }
         Some(text) => Ok(Bytes::copy_from_slice(text.as_bytes())),
     }
@@ -91,8 +105,12 @@ pub(crate) fn build(
         req.headers_mut().append(name, value);
     }
     if let Some(k) = idempotency_key {
-        let v = http::HeaderValue::from_str(k)
-            .map_err(|_| usage(format!("idempotency key `{k}`: invalid header value")))?;
+        let v = http::HeaderValue::from_str(k).map_err(|_| {
+            usage(format!(
+                "idempotency key {}: invalid header value (control characters or non-ASCII)",
+                echo(Input::Secret, k)
+            ))
+        })?;
         req.headers_mut().insert("idempotency-key", v);
     }
     Ok(req)

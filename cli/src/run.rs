@@ -14,6 +14,7 @@ use polite_core::{MaxRetries, Outcome, PaceLimit, RetryClass, StateName, Termina
 use crate::args::{BatchArgs, Common, GetArgs, Rate, WaitArgs};
 use crate::exit;
 use crate::log;
+use crate::redact::{Input, echo};
 use crate::request::{self, Usage};
 
 /// The terminal states that mean success when `--success` is not given.
@@ -42,6 +43,11 @@ fn config(common: &Common, default_timeout: Duration) -> Config {
         rate_limited: common.max_retries_429,
         server_error: common.max_retries_5xx,
         transport: common.max_retries_transport,
+    };
+    config.redirects = if common.same_origin_redirects {
+        polite_client::RedirectPolicy::same_origin(common.max_redirects)
+    } else {
+        polite_client::RedirectPolicy::up_to(common.max_redirects)
     };
     config
 }
@@ -88,9 +94,8 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
         args.idempotency_key.as_deref(),
     )?;
     let (format, verbose) = (args.common.log_format, args.common.verbose);
-    let client = client(config(&args.common, DEFAULT_TIMEOUT), move |e| {
-        log::emit(format, verbose, e);
-    })?;
+    let log = log::Log::new(format, verbose);
+    let client = client(config(&args.common, DEFAULT_TIMEOUT), move |e| log.emit(e))?;
     let token = ctrl_c();
     match client.send_cancellable(req, &token) {
         Ok(resp) => {
@@ -128,7 +133,8 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     for s in named {
         if StateName::new(s).is_none() || !terminal.insert(s) {
             return Err(Usage(format!(
-                "--terminal: `{s}` is too long or there are more than {} states",
+                "--terminal: {} is too long or there are more than {} states",
+                echo(Input::Text, s),
                 TerminalStates::CAPACITY
             )));
         }
@@ -151,15 +157,18 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     };
     for s in &success {
         if !terminal.contains(s) {
-            return Err(Usage(format!("--success: `{s}` is not one of --terminal")));
+            return Err(Usage(format!(
+                "--success: {} is not one of --terminal",
+                echo(Input::Text, s)
+            )));
         }
     }
     config.poll.terminal_states = terminal;
     config.poll.long_poll_first = !args.no_long_poll;
     if !polite_client::valid_param_name(&args.wait_param) {
         return Err(Usage(format!(
-            "--wait-param `{}`: not a valid query parameter name",
-            args.wait_param
+            "--wait-param {}: not a valid query parameter name",
+            echo(Input::Text, &args.wait_param)
         )));
     }
     // Leaked once per process: the policy holds the name as &'static str.
@@ -180,6 +189,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     });
     let seen = Arc::clone(&progress);
     let line = spinner.clone();
+    let log = log::Log::new(format, verbose);
     let client = client(config, move |e| {
         {
             let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -189,8 +199,8 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             }
         }
         match &line {
-            Some(bar) => bar.suspend(|| log::emit(format, verbose, e)),
-            None => log::emit(format, verbose, e),
+            Some(bar) => bar.suspend(|| log.emit(e)),
+            None => log.emit(e),
         }
     })?;
     let token = ctrl_c();

@@ -22,6 +22,7 @@ use crate::answer::HttpAnswer;
 
 use crate::error::Error;
 use crate::io::HttpIo;
+use crate::redirect::RedirectPolicy;
 use crate::trace::trace_record;
 use crate::transport::{Cancel, Clock, Transport};
 
@@ -40,6 +41,10 @@ pub struct Config {
     /// The budget of each call: its deadline is fixed when the call starts.
     /// Default 30 s.
     pub timeout: Duration,
+    /// Whether and how far redirects are followed, inside each attempt
+    /// (default: up to 10, a cross-origin hop drops every header the caller
+    /// set); see [`RedirectPolicy`].
+    pub redirects: RedirectPolicy,
     /// How `wait` polls a job (long poll first, then backoff; terminal
     /// states; the long-poll query parameter, default `waitSeconds`). Its
     /// `retry` field is ignored: `retry` above applies to every call.
@@ -78,6 +83,7 @@ impl Default for Config {
         Config {
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(30),
+            redirects: RedirectPolicy::default(),
             poll: PollPolicy::default(),
             seed: None,
             throttle: None,
@@ -178,7 +184,7 @@ where
     /// # use bytes::Bytes; use std::future::{Ready, ready}; use std::time::Instant;
     /// # struct Hi;
     /// # impl Transport for Hi {
-    /// #     type Sending = Ready<Result<http::Response<Bytes>, polite_core::TransportErrorKind>>;
+    /// #     type Sending = Ready<Result<http::Response<Bytes>, polite_client::TransportError>>;
     /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending { ready(Ok(http::Response::new(Bytes::new()))) }
     /// # }
     /// let client = Client::new(Hi, Config::default()).unwrap()
@@ -224,7 +230,7 @@ where
         cancel: C,
         classify: &mut J,
         on_notice: N,
-    ) -> (Outcome, Option<http::Response<Bytes>>)
+    ) -> Ended
     where
         M: polite_core::Machine,
         K: Clock,
@@ -241,14 +247,20 @@ where
             cancel,
             std::slice::from_ref(request),
             self.config.poll.wait_param,
-        );
+        )
+        .redirects(self.config.redirects);
         let mut observer = Tracing {
             on_notice,
             observer: self.observer.as_deref(),
         };
         let done = drive::drive(&mut machine, &mut io, classify, &mut observer).await;
-        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
-        (done.outcome, last)
+        Ended {
+            outcome: done.outcome,
+            last: done.answers.into_iter().next().flatten().map(|a| a.0),
+            error: io.take_error(0),
+            attempts: io.sends(0),
+            elapsed: drive::Io::now(&io).saturating_duration_since(now),
+        }
     }
 
     /// One logical request with retries, inside the configured timeout.
@@ -274,10 +286,9 @@ where
             now,
             self.config.timeout,
         )?;
-        let (outcome, last) = self
-            .drive_one(machine, &request, now, clock, cancel, &mut NoJobs, |_| {})
-            .await;
-        finish(outcome, last)
+        self.drive_one(machine, &request, now, clock, cancel, &mut NoJobs, |_| {})
+            .await
+            .finish()
     }
 
     /// Waits for a remote job: polls `request` (normally a `GET` of the job
@@ -314,18 +325,20 @@ where
             now,
             self.config.timeout,
         )?;
-        let (outcome, last) = self
+        let ended = self
             .drive_one(machine, &request, now, clock, cancel, classify, on_notice)
             .await;
-        match (outcome, last) {
+        match (ended.outcome, ended.last) {
             (Outcome::Terminal { state }, Some(response)) => Ok(JobDone {
                 state: state.as_str().to_owned(),
                 response,
             }),
-            (outcome, response) => Err(Error::Outcome {
+            (outcome, last) => Err(Ended {
                 outcome,
-                response: response.map(Box::new),
-            }),
+                last,
+                ..ended
+            }
+            .into_error()),
         }
     }
 
@@ -367,7 +380,8 @@ where
             cancel,
             &requests,
             self.config.poll.wait_param,
-        );
+        )
+        .redirects(self.config.redirects);
         let done = drive::drive(
             &mut machine,
             &mut io,
@@ -378,14 +392,22 @@ where
             },
         )
         .await;
+        let elapsed = drive::Io::now(&io).saturating_duration_since(now);
         let mut answers = done.answers.into_iter();
         Ok(machine
             .outcomes()
             .iter()
-            .map(|o| {
-                let last = answers.next().flatten().map(|a| a.0);
-                // An item without an outcome was cut short by the batch's end.
-                finish(o.unwrap_or(done.outcome), last)
+            .enumerate()
+            .map(|(item, o)| {
+                Ended {
+                    // An item without an outcome was cut short by the batch's end.
+                    outcome: o.unwrap_or(done.outcome),
+                    last: answers.next().flatten().map(|a| a.0),
+                    error: io.take_error(item),
+                    attempts: io.sends(item),
+                    elapsed,
+                }
+                .finish()
             })
             .collect())
     }
@@ -467,16 +489,53 @@ impl<N: FnMut(Notice)> Observe for Tracing<'_, N> {
     }
 }
 
-/// Maps an outcome and the last answer to the call's result.
-fn finish(
+/// How one logical request ended: the outcome, its last answer, the
+/// transport error of its last send when that got no answer, its sends and
+/// the call's time.
+struct Ended {
     outcome: Outcome,
     last: Option<http::Response<Bytes>>,
-) -> Result<http::Response<Bytes>, Error> {
-    match (outcome, last) {
-        (Outcome::Succeeded { .. }, Some(response)) => Ok(response),
-        (outcome, response) => Err(Error::Outcome {
-            outcome,
-            response: response.map(Box::new),
-        }),
+    error: Option<crate::error::TransportError>,
+    attempts: u32,
+    elapsed: Duration,
+}
+
+impl Ended {
+    /// The call's result: the answer for a success, else the error.
+    fn finish(self) -> Result<http::Response<Bytes>, Error> {
+        match (self.outcome, self.last) {
+            (Outcome::Succeeded { .. }, Some(response)) => Ok(response),
+            (outcome, last) => Err(Ended {
+                outcome,
+                last,
+                ..self
+            }
+            .into_error()),
+        }
+    }
+
+    /// The error: `Error::Transport` when the outcome was decided by a
+    /// transport error (permanent, or the last one of a spent budget or a
+    /// request that may not be re-sent), else `Error::Outcome`.
+    fn into_error(self) -> Error {
+        let by_transport = match self.outcome {
+            Outcome::Permanent { .. } => true,
+            Outcome::RetriesExhausted { last, .. }
+            | Outcome::RetryBudgetExhausted { last, .. }
+            | Outcome::NotReplayable { last } => matches!(last, polite_core::Reply::Transport(_)),
+            _ => false,
+        };
+        match self.error {
+            Some(error) if by_transport => Error::Transport {
+                outcome: self.outcome,
+                error,
+                attempts: self.attempts,
+                elapsed: self.elapsed,
+            },
+            _ => Error::Outcome {
+                outcome: self.outcome,
+                response: self.last.map(Box::new),
+            },
+        }
     }
 }

@@ -1,8 +1,163 @@
 //! [`Error`]: why a call did not succeed, with the last answer when there
-//! was one.
+//! was one; [`TransportError`]: why one attempt got no answer.
+
+use std::time::Duration;
 
 use bytes::Bytes;
-use polite_core::{Outcome, PolicyError};
+use polite_core::{Outcome, PolicyError, TransportErrorKind};
+
+/// The underlying error of a transport, boxed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why one attempt got no HTTP answer: the [`TransportErrorKind`] the
+/// machines decide by (retry a blip, stop at once on a permanent kind), the
+/// transport's own error as [`source`](std::error::Error::source), and for
+/// limits, the limit.
+///
+/// Its `Display` names the cause and never the URL, a header or the body
+/// (reqwest errors are stored without their URL); the source may say more.
+///
+/// ```
+/// use polite_client::TransportError;
+/// use polite_core::TransportErrorKind;
+/// let e = TransportError::body_too_large(16 << 20);
+/// assert_eq!(e.kind(), TransportErrorKind::BodyTooLarge);
+/// assert_eq!(e.to_string(), "body larger than the 16 MiB limit");
+/// let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+/// let e = TransportError::new(TransportErrorKind::Refused).with_source(io);
+/// assert!(std::error::Error::source(&e).is_some());
+/// assert_eq!(e.to_string(), "connection refused");
+/// ```
+#[derive(Debug)]
+pub struct TransportError {
+    kind: TransportErrorKind,
+    detail: Detail,
+    source: Option<BoxError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Detail {
+    None,
+    BodyLimit(u64),
+    RedirectLimit(u32),
+    RedirectLoop,
+}
+
+impl TransportError {
+    /// An error of `kind` with no more to say.
+    #[must_use]
+    pub fn new(kind: TransportErrorKind) -> TransportError {
+        TransportError {
+            kind,
+            detail: Detail::None,
+            source: None,
+        }
+    }
+
+    /// A body larger than `limit` bytes (permanent: not retried).
+    ///
+    /// ```
+    /// let e = polite_client::TransportError::body_too_large(1000);
+    /// assert_eq!(e.to_string(), "body larger than the 1000-byte limit");
+    /// assert_eq!(e.limit(), Some(1000));
+    /// ```
+    #[must_use]
+    pub fn body_too_large(limit: u64) -> TransportError {
+        TransportError {
+            detail: Detail::BodyLimit(limit),
+            ..TransportError::new(TransportErrorKind::BodyTooLarge)
+        }
+    }
+
+    /// More than `max` redirects in one attempt (permanent).
+    ///
+    /// ```
+    /// let e = polite_client::TransportError::too_many_redirects(10);
+    /// assert_eq!(e.to_string(), "too many redirects (more than 10)");
+    /// ```
+    #[must_use]
+    pub fn too_many_redirects(max: u32) -> TransportError {
+        TransportError {
+            detail: Detail::RedirectLimit(max),
+            ..TransportError::new(TransportErrorKind::TooManyRedirects)
+        }
+    }
+
+    /// A redirect back to a URL already visited in the same attempt
+    /// (permanent: it would loop until the limit).
+    ///
+    /// ```
+    /// let e = polite_client::TransportError::redirect_loop();
+    /// assert_eq!(e.to_string(), "too many redirects (a redirect loop)");
+    /// ```
+    #[must_use]
+    pub fn redirect_loop() -> TransportError {
+        TransportError {
+            detail: Detail::RedirectLoop,
+            ..TransportError::new(TransportErrorKind::TooManyRedirects)
+        }
+    }
+
+    /// Keeps the transport's own error as the [`source`](std::error::Error::source).
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> TransportError {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// The kind the machines decide by.
+    #[must_use]
+    pub fn kind(&self) -> TransportErrorKind {
+        self.kind
+    }
+
+    /// For a body over the limit: the limit, in bytes.
+    #[must_use]
+    pub fn limit(&self) -> Option<u64> {
+        match self.detail {
+            Detail::BodyLimit(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl From<TransportErrorKind> for TransportError {
+    fn from(kind: TransportErrorKind) -> Self {
+        TransportError::new(kind)
+    }
+}
+
+/// `16 MiB`, `64 KiB`, `1000-byte`: a limit as people write it.
+fn bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+    const GIB: u64 = 1024 * MIB;
+    match n {
+        n if n >= GIB && n % GIB == 0 => format!("{} GiB", n / GIB),
+        n if n >= MIB && n % MIB == 0 => format!("{} MiB", n / MIB),
+        n if n >= KIB && n % KIB == 0 => format!("{} KiB", n / KIB),
+        n => format!("{n}-byte"),
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.detail {
+            Detail::BodyLimit(n) => write!(f, "body larger than the {} limit", bytes(n)),
+            Detail::RedirectLimit(n) => write!(f, "too many redirects (more than {n})"),
+            Detail::RedirectLoop => f.write_str("too many redirects (a redirect loop)"),
+            Detail::None => write!(f, "{}", self.kind),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Why a `send`, `wait` or batch item did not succeed.
 ///
@@ -14,6 +169,7 @@ use polite_core::{Outcome, PolicyError};
 /// assert_eq!(e.outcome(), Some(Outcome::Cancelled));
 /// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The machine ended without success: the outcome says why, and
     /// `response` is the last HTTP answer, if any (a 404, the last 503...).
@@ -24,6 +180,36 @@ pub enum Error {
         /// The last answer received, if any.
         response: Option<Box<http::Response<Bytes>>>,
     },
+    /// The machine ended on a transport error (a permanent one, or the
+    /// last of a spent budget, or one on a request that may not be
+    /// re-sent): the error itself (its `source()` is the transport's own
+    /// error), how many attempts were sent and how long the call took.
+    ///
+    /// ```
+    /// use polite_client::{Error, TransportError};
+    /// use polite_core::{Outcome, TransportErrorKind};
+    /// use std::time::Duration;
+    /// let e = Error::Transport {
+    ///     outcome: Outcome::Permanent { cause: TransportErrorKind::BodyTooLarge },
+    ///     error: TransportError::body_too_large(16 << 20),
+    ///     attempts: 1,
+    ///     elapsed: Duration::from_millis(250),
+    /// };
+    /// assert_eq!(e.to_string(), "body larger than the 16 MiB limit, not retried (1 attempt in 250.0ms)");
+    /// assert!(std::error::Error::source(&e).is_some());
+    /// ```
+    #[error("{}", transport_summary(.error, .outcome, *.attempts, *.elapsed))]
+    Transport {
+        /// How the machine ended.
+        outcome: Outcome,
+        /// The last transport error.
+        #[source]
+        error: TransportError,
+        /// Sends made for this request (retries included).
+        attempts: u32,
+        /// Time from the start of the call to its end.
+        elapsed: Duration,
+    },
     /// The policy makes no sense.
     #[error(transparent)]
     Policy(#[from] PolicyError),
@@ -32,12 +218,31 @@ pub enum Error {
     Config(&'static str),
 }
 
+fn transport_summary(
+    error: &TransportError,
+    outcome: &Outcome,
+    attempts: u32,
+    elapsed: Duration,
+) -> String {
+    let what = match outcome {
+        Outcome::Permanent { .. } => format!("{error}, not retried"),
+        Outcome::RetriesExhausted { class, .. } => format!("{error}: {class} retries exhausted"),
+        Outcome::NotReplayable { .. } => format!("{error}: not replayable, not re-sent"),
+        Outcome::RetryBudgetExhausted { .. } => {
+            format!("{error}: retry budget exhausted, not retried")
+        }
+        other => format!("{error}: {other}"),
+    };
+    let s = if attempts == 1 { "" } else { "s" };
+    format!("{what} ({attempts} attempt{s} in {elapsed:.1?})")
+}
+
 impl Error {
-    /// The outcome, for `Error::Outcome`.
+    /// The outcome, for `Error::Outcome` and `Error::Transport`.
     #[must_use]
     pub fn outcome(&self) -> Option<Outcome> {
         match self {
-            Error::Outcome { outcome, .. } => Some(*outcome),
+            Error::Outcome { outcome, .. } | Error::Transport { outcome, .. } => Some(*outcome),
             _ => None,
         }
     }
@@ -47,6 +252,15 @@ impl Error {
     pub fn response(&self) -> Option<&http::Response<Bytes>> {
         match self {
             Error::Outcome { response, .. } => response.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The transport error the call ended on, for `Error::Transport`.
+    #[must_use]
+    pub fn transport_error(&self) -> Option<&TransportError> {
+        match self {
+            Error::Transport { error, .. } => Some(error),
             _ => None,
         }
     }

@@ -4,11 +4,15 @@
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use bytes::Bytes;
 use polite_core::drive::Io;
 use polite_core::{SendPlan, TransportErrorKind};
 
 use crate::answer::HttpAnswer;
+use crate::error::TransportError;
+use crate::redirect::{Chain, Next, RedirectPolicy};
 use crate::transport::{Cancel, Clock, Transport};
 
 /// One call's `Io`: the requests it may send (indexed by `SendId::item`),
@@ -20,6 +24,8 @@ pub struct HttpIo<'a, T, K, C> {
     cancel: C,
     requests: &'a [http::Request<Bytes>],
     wait_param: &'a str,
+    redirects: RedirectPolicy,
+    shared: Shared,
 }
 
 impl<'a, T, K, C> HttpIo<'a, T, K, C> {
@@ -39,7 +45,33 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             cancel,
             requests,
             wait_param,
+            redirects: RedirectPolicy::NONE,
+            shared: Shared::default(),
         }
+    }
+
+    /// Follows redirects by `policy` (default: [`RedirectPolicy::NONE`],
+    /// a 3xx is the answer; [`Client`](crate::Client) passes its
+    /// configured policy).
+    #[must_use]
+    pub fn redirects(mut self, policy: RedirectPolicy) -> Self {
+        self.redirects = policy;
+        self
+    }
+
+    /// How many sends item `item` has had so far.
+    #[must_use]
+    pub fn sends(&self, item: usize) -> u32 {
+        failures(&self.shared).sends.get(item).copied().unwrap_or(0)
+    }
+
+    /// Takes the transport error of item `item`'s latest send, when that
+    /// send got no answer.
+    pub fn take_error(&self, item: usize) -> Option<TransportError> {
+        failures(&self.shared)
+            .errors
+            .get_mut(item)
+            .and_then(Option::take)
     }
 }
 
@@ -101,30 +133,100 @@ pub fn copy_request(r: &http::Request<Bytes>) -> http::Request<Bytes> {
     out
 }
 
-/// A send that has no request to send (a machine asked for an item that does
-/// not exist): fails at once.
-#[derive(Debug)]
-pub enum Sending<F> {
-    /// The transport's attempt.
-    Real(F),
-    /// No such item.
-    Missing,
+/// What one call's sends left behind, per item: how many sends, and the
+/// transport error of the item's latest send when it got no answer.
+#[derive(Debug, Default)]
+pub(crate) struct Failures {
+    pub(crate) sends: Vec<u32>,
+    pub(crate) errors: Vec<Option<TransportError>>,
 }
 
-impl<F> std::future::Future for Sending<F>
+type Shared = Arc<Mutex<Failures>>;
+
+fn failures(shared: &Shared) -> std::sync::MutexGuard<'_, Failures> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One send in progress: the transport's attempt, and the redirects polite
+/// follows itself ([`RedirectPolicy`]) inside the same `abort_at`.
+/// Resolves with the answer, or with the error's kind for the machines (the
+/// error itself is kept for the call's [`Error`](crate::Error)).
+pub struct Sending<'a, T: Transport> {
+    transport: &'a T,
+    state: State<T::Sending>,
+    chain: Option<Chain>,
+    abort_at: Instant,
+    shared: Shared,
+    item: usize,
+}
+
+enum State<F> {
+    Flying(F),
+    Failed(Option<TransportError>),
+}
+
+impl<T: Transport> std::fmt::Debug for Sending<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sending")
+            .field("item", &self.item)
+            .field("abort_at", &self.abort_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Sending<'_, T> {
+    fn fail(&mut self, error: TransportError) -> Poll<Result<HttpAnswer, TransportErrorKind>> {
+        let kind = error.kind();
+        let mut f = failures(&self.shared);
+        if f.errors.len() <= self.item {
+            f.errors.resize_with(self.item + 1, || None);
+        }
+        f.errors[self.item] = Some(error);
+        Poll::Ready(Err(kind))
+    }
+}
+
+impl<T> std::future::Future for Sending<'_, T>
 where
-    F: std::future::Future<Output = Result<http::Response<Bytes>, TransportErrorKind>> + Unpin,
+    T: Transport,
+    T::Sending: Unpin,
 {
     type Output = Result<HttpAnswer, TransportErrorKind>;
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Sending::Real(f) => std::pin::Pin::new(f).poll(cx).map(|r| r.map(HttpAnswer)),
-            Sending::Missing => Poll::Ready(Err(TransportErrorKind::Other)),
+        let this = self.get_mut();
+        loop {
+            let flying = match &mut this.state {
+                State::Failed(e) => {
+                    let e = e
+                        .take()
+                        .unwrap_or_else(|| TransportError::new(TransportErrorKind::Other));
+                    return this.fail(e);
+                }
+                State::Flying(f) => f,
+            };
+            let response = match std::pin::Pin::new(flying).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return this.fail(e),
+                Poll::Ready(Ok(r)) => r,
+            };
+            match this.chain.as_mut().map(|c| c.next(&response)) {
+                Some(Next::Follow(next)) => {
+                    this.state = State::Flying(this.transport.send(*next, this.abort_at));
+                }
+                Some(Next::Fail(e)) => return this.fail(e),
+                Some(Next::Done) | None => {
+                    let mut f = failures(&this.shared);
+                    if let Some(slot) = f.errors.get_mut(this.item) {
+                        *slot = None; // an answer supersedes an earlier error
+                    }
+                    return Poll::Ready(Ok(HttpAnswer(response)));
+                }
+            }
         }
     }
 }
 
-impl<T, K, C> Io for HttpIo<'_, T, K, C>
+impl<'a, T, K, C> Io for HttpIo<'a, T, K, C>
 where
     T: Transport,
     T::Sending: Unpin,
@@ -132,7 +234,7 @@ where
     C: Cancel,
 {
     type Answer = HttpAnswer;
-    type Sending = Sending<T::Sending>;
+    type Sending = Sending<'a, T>;
 
     fn now(&self) -> Instant {
         self.clock.now()
@@ -143,14 +245,35 @@ where
     }
 
     fn send(&mut self, plan: &SendPlan) -> Self::Sending {
-        let Some(template) = self.requests.get(plan.id.item as usize) else {
-            return Sending::Missing;
+        let item = plan.id.item as usize;
+        {
+            let mut f = failures(&self.shared);
+            if f.sends.len() <= item {
+                f.sends.resize(item + 1, 0);
+            }
+            f.sends[item] = f.sends[item].saturating_add(1);
+        }
+        let mut sending = Sending {
+            transport: self.transport,
+            state: State::Failed(Some(TransportError::new(
+                TransportErrorKind::InvalidRequest,
+            ))),
+            chain: None,
+            abort_at: plan.abort_at,
+            shared: Arc::clone(&self.shared),
+            item,
+        };
+        // No such item: a machine asked for a request that does not exist.
+        let Some(template) = self.requests.get(item) else {
+            return sending;
         };
         let mut request = copy_request(template);
         if let Some(secs) = plan.long_poll {
             *request.uri_mut() = with_query_param(request.uri(), self.wait_param, secs);
         }
-        Sending::Real(self.transport.send(request, plan.abort_at))
+        sending.chain = Chain::start(&request, self.redirects);
+        sending.state = State::Flying(self.transport.send(request, plan.abort_at));
+        sending
     }
 
     fn poll_sleep(&mut self, cx: &mut Context<'_>, until: Instant) -> Poll<()> {

@@ -10,10 +10,22 @@
 //! the three runtime-specific pieces and re-export the rest. Users normally
 //! use an adapter; this crate is for writing one.
 //!
+//! Two things every adapter gets from here, the same way:
+//!
+//! * **Redirects** are followed by polite, not by the transport, per the
+//!   client's [`RedirectPolicy`] ([`Config::redirects`]; default up to 10
+//!   hops, a cross-origin hop drops every header the caller set, a loop
+//!   ends the attempt at once). See [`redirect`].
+//! * **Transport errors** arrive as a [`TransportError`] (its kind, the
+//!   client's own error as `source()`, the limit for a body too large) and
+//!   a call that ends on one returns [`Error::Transport`] with the attempt
+//!   count and the elapsed time. Permanent kinds
+//!   ([`TransportErrorKind::is_permanent`](polite_core::TransportErrorKind::is_permanent))
+//!   are never retried.
+//!
 //! ```
 //! use bytes::Bytes;
-//! use polite_client::{Clock, Client, Config, NeverCancel, Transport};
-//! use polite_core::TransportErrorKind;
+//! use polite_client::{Clock, Client, Config, NeverCancel, Transport, TransportError};
 //! use std::future::{Ready, ready};
 //! use std::task::{Context, Poll};
 //! use std::time::Instant;
@@ -21,7 +33,7 @@
 //! /// A transport that answers 200 "hi" at once.
 //! struct Hi;
 //! impl Transport for Hi {
-//!     type Sending = Ready<Result<http::Response<Bytes>, TransportErrorKind>>;
+//!     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
 //!     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
 //!         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
 //!     }
@@ -50,14 +62,16 @@ mod error;
 mod io;
 mod job;
 mod pace;
+pub mod redirect;
 mod trace;
 mod transport;
 
 pub use answer::HttpAnswer;
 pub use client::{Client, Config, JobDone, Observed, request_info};
-pub use error::Error;
+pub use error::{BoxError, Error, TransportError};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
 pub use pace::ClientPace;
+pub use redirect::RedirectPolicy;
 pub use trace::trace_record;
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};

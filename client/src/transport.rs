@@ -9,26 +9,33 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
+#[cfg(doc)]
 use polite_core::TransportErrorKind;
+
+use crate::error::TransportError;
 
 /// An HTTP client that performs one attempt.
 ///
 /// Contract: the future resolves by `abort_at` at the latest — a transport
 /// that cannot interrupt an attempt must at least set its timeouts so that it
 /// gives up by then — with [`TransportErrorKind::Aborted`] if it had to abort.
-/// The body is read whole (adapters cap its size).
+/// The body is read whole (adapters cap its size: a larger body fails with
+/// [`TransportError::body_too_large`]). A transport follows no redirect of
+/// its own: it hands back the 3xx, and polite follows it by the client's
+/// [`RedirectPolicy`](crate::RedirectPolicy). An error keeps the client's
+/// own error as its `source()` ([`TransportError::with_source`]); a
+/// [`TransportErrorKind`] converts into a `TransportError` with `into()`.
 ///
 /// ```
 /// use bytes::Bytes;
-/// use polite_client::Transport;
-/// use polite_core::TransportErrorKind;
+/// use polite_client::{Transport, TransportError};
 /// use std::future::{Ready, ready};
 /// use std::time::Instant;
 ///
 /// /// Answers 204 to everything.
 /// struct NoContent;
 /// impl Transport for NoContent {
-///     type Sending = Ready<Result<http::Response<Bytes>, TransportErrorKind>>;
+///     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
 ///     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
 ///         let mut r = http::Response::new(Bytes::new());
 ///         *r.status_mut() = http::StatusCode::NO_CONTENT;
@@ -38,7 +45,7 @@ use polite_core::TransportErrorKind;
 /// ```
 pub trait Transport {
     /// One attempt in progress.
-    type Sending: Future<Output = Result<http::Response<Bytes>, TransportErrorKind>>;
+    type Sending: Future<Output = Result<http::Response<Bytes>, TransportError>>;
     /// Starts an attempt that must be over by `abort_at`.
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending;
 }

@@ -32,11 +32,23 @@ impl std::fmt::Display for SendId {
 
 /// Why no HTTP answer came back.
 ///
+/// Most kinds are *blips* (refused, reset, DNS, timeout...): the send may
+/// well succeed when repeated, and the machines retry them as the
+/// transport class. The [permanent](Self::is_permanent) kinds
+/// (`BodyTooLarge`, `TooManyRedirects`, `RedirectNotReplayable`,
+/// `Certificate`, `InvalidRequest`) can never succeed by repeating the same
+/// send: they are never retried, whatever the request's replayability, and
+/// end the machine with [`Outcome::Permanent`](crate::Outcome::Permanent)
+/// (SPEC §5).
+///
 /// ```
 /// use polite_core::TransportErrorKind;
 /// assert_eq!(TransportErrorKind::Refused.to_string(), "connection refused");
+/// assert!(!TransportErrorKind::Reset.is_permanent());
+/// assert!(TransportErrorKind::BodyTooLarge.is_permanent());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TransportErrorKind {
     /// Connection refused.
     Refused,
@@ -48,10 +60,47 @@ pub enum TransportErrorKind {
     Timeout,
     /// The adapter aborted the attempt at its `abort_at`.
     Aborted,
-    /// TLS handshake or certificate failure.
+    /// A TLS handshake failure other than a rejected certificate
+    /// (retried: it may be a blip).
     Tls,
     /// Anything else.
     Other,
+    /// The answer's body is larger than the transport's limit (permanent).
+    BodyTooLarge,
+    /// The redirect limit was reached, or the redirects loop (permanent).
+    TooManyRedirects,
+    /// A redirect (307/308) would need the request re-sent where it may not
+    /// be (a body that cannot be produced again, a method that must not be
+    /// repeated), so it was not followed (permanent).
+    RedirectNotReplayable,
+    /// The server's TLS certificate was rejected (permanent: the same
+    /// certificate will be rejected again).
+    Certificate,
+    /// The request cannot be sent as it is: an invalid or unsupported URL,
+    /// header or method (permanent).
+    InvalidRequest,
+}
+
+impl TransportErrorKind {
+    /// Whether repeating the same send can never succeed: such errors are
+    /// not retried (SPEC §5).
+    ///
+    /// ```
+    /// use polite_core::TransportErrorKind as K;
+    /// assert!(K::TooManyRedirects.is_permanent() && K::InvalidRequest.is_permanent());
+    /// assert!(!K::Timeout.is_permanent() && !K::Tls.is_permanent());
+    /// ```
+    #[must_use]
+    pub const fn is_permanent(self) -> bool {
+        matches!(
+            self,
+            TransportErrorKind::BodyTooLarge
+                | TransportErrorKind::TooManyRedirects
+                | TransportErrorKind::RedirectNotReplayable
+                | TransportErrorKind::Certificate
+                | TransportErrorKind::InvalidRequest
+        )
+    }
 }
 
 impl std::fmt::Display for TransportErrorKind {
@@ -64,6 +113,13 @@ impl std::fmt::Display for TransportErrorKind {
             TransportErrorKind::Aborted => "aborted at abort_at",
             TransportErrorKind::Tls => "TLS failure",
             TransportErrorKind::Other => "other transport error",
+            TransportErrorKind::BodyTooLarge => "body larger than the limit",
+            TransportErrorKind::TooManyRedirects => "too many redirects",
+            TransportErrorKind::RedirectNotReplayable => {
+                "redirect not followed: the request may not be re-sent"
+            }
+            TransportErrorKind::Certificate => "TLS certificate rejected",
+            TransportErrorKind::InvalidRequest => "invalid request",
         })
     }
 }

@@ -266,6 +266,14 @@ pub enum Outcome {
         /// The failure, handed back.
         last: Reply,
     },
+    /// A transport error that repeating the send cannot cure (a body over
+    /// the limit, too many redirects, a redirect that would need an
+    /// unreplayable re-send, a rejected certificate, an invalid request):
+    /// not retried (SPEC §5). See [`TransportErrorKind::is_permanent`].
+    Permanent {
+        /// The cause.
+        cause: TransportErrorKind,
+    },
     /// The deadline was reached, or the next permitted send would have
     /// been at or after it.
     TimedOut {
@@ -330,6 +338,7 @@ impl std::fmt::Display for Outcome {
             Outcome::NotReplayable { last } => {
                 write!(f, "not replayable, not re-sent (last: {last})")
             }
+            Outcome::Permanent { cause } => write!(f, "{cause}, not retried"),
             Outcome::TimedOut { .. } => f.write_str("timed out"),
             Outcome::Starved { by, .. } => write!(
                 f,

@@ -140,7 +140,8 @@ pub(crate) fn judge<R: Rng + ?Sized>(
 /// The retry rules of SPEC §2, in one place: what to do after a reply that
 /// is not a success. `response` gives the headers for HTTP replies.
 ///
-/// Order of the checks: not retryable by class → `NotRetryable`; not
+/// Order of the checks: not retryable by class → `NotRetryable` (a permanent
+/// transport error → `Permanent`, whatever the replayability); not
 /// replayable → `NotReplayable`; class budget (or the total budget) spent
 /// → `RateLimited` or `RetriesExhausted`; server delay over the automatic
 /// wait cap → `RateLimited { retry_at }`; next send at or after the
@@ -169,7 +170,8 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
             Some(r) => policy.class_of_response(r),
             None => policy.class_of(s),
         },
-        Reply::Transport(_) => Some(RetryClass::Transport),
+        // Permanent kinds have no class: never retried (SPEC §5).
+        Reply::Transport(k) => (!k.is_permanent()).then_some(RetryClass::Transport),
     };
     let mut judged = Judged {
         verdict: Verdict::Stop(Outcome::Cancelled),
@@ -182,11 +184,11 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
         j
     };
     let Some(class) = class else {
-        let status = match reply {
-            Reply::Status(s) => s,
-            Reply::Transport(_) => 0, // unreachable: transport always has a class
+        let o = match reply {
+            Reply::Status(status) => Outcome::NotRetryable { status },
+            Reply::Transport(cause) => Outcome::Permanent { cause },
         };
-        return stop(judged, Outcome::NotRetryable { status });
+        return stop(judged, o);
     };
     // The server's delay, as asked (raw) — parsed before any stop so the
     // record always says what the server asked.

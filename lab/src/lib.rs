@@ -80,6 +80,7 @@
 
 mod config;
 pub mod conformance;
+pub mod hostile;
 mod log;
 pub mod nginx;
 mod quota;

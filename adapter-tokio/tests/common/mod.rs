@@ -43,7 +43,7 @@ impl Transport for Fake {
             let Some((status, retry_after)) = next else {
                 // Out of script: hang until aborted.
                 tokio::time::sleep_until(tokio::time::Instant::from_std(abort_at)).await;
-                return Err(TransportErrorKind::Aborted);
+                return Err(TransportErrorKind::Aborted.into());
             };
             tokio::time::sleep(latency).await;
             let mut r = http::Response::new(Bytes::from_static(b"body"));

@@ -1,0 +1,257 @@
+//! The `polite` binary fed hostile input: secrets and control characters in
+//! every argument that a usage error may echo (nothing secret on stderr,
+//! one line per error), a zero budget, redirects that would carry
+//! credentials elsewhere, bodies of gigabytes, and an invalid Retry-After.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use polite_lab::hostile::{Hostile, Reply};
+use polite_lab::{JobState, Lab, LabConfig, RetryAfter, Step};
+
+/// Every secret the inputs below carry; none may reach stderr or stdout.
+const SECRETS: [&str; 4] = ["hunter2pw", "SECRET456", "SECRET-TOKEN", "SECRET-KEY"];
+
+fn polite_with(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().expect("stdin");
+    let _ = input.write_all(stdin.as_bytes());
+    drop(input);
+    child.wait_with_output().expect("the binary ends")
+}
+
+fn polite(args: &[&str]) -> Output {
+    polite_with(args, "")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const URL_WITH_SECRETS: &str = "http://alice:hunter2pw@exa mple/a?token=SECRET456";
+
+#[test]
+fn no_usage_error_echoes_a_secret_or_spans_two_lines() {
+    let ok = "http://127.0.0.1:9/x";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        // URLs: malformed, wrong scheme, no host, CR/LF inside.
+        (vec!["get", URL_WITH_SECRETS], ""),
+        (
+            vec!["get", "ftp://alice:hunter2pw@h.test/?token=SECRET456"],
+            "",
+        ),
+        (vec!["get", "alice:hunter2pw@h.test/?token=SECRET456"], ""),
+        (
+            vec!["get", "http://h.test/?token=SECRET456\r\nX-Forged: 1"],
+            "",
+        ),
+        (vec!["wait", URL_WITH_SECRETS], ""),
+        // Headers: no colon, a bad value, a bad name, CR/LF.
+        (
+            vec!["get", ok, "-H", "Authorization Bearer SECRET-TOKEN"],
+            "",
+        ),
+        (
+            vec![
+                "get",
+                ok,
+                "-H",
+                "Authorization: Bearer SECRET-TOKEN\r\nX-Forged: 1",
+            ],
+            "",
+        ),
+        (
+            vec!["get", ok, "-H", "X-Api-Key: SECRET-KEY\nX-Forged: 1"],
+            "",
+        ),
+        (
+            vec!["get", ok, "-H", "X-Forged\r\nX-Api-Key: SECRET-KEY"],
+            "",
+        ),
+        (
+            vec!["wait", ok, "-H", "Cookie: s=SECRET-KEY\r\nX-Forged: 1"],
+            "",
+        ),
+        // An idempotency key is a header value too.
+        (
+            vec![
+                "get",
+                ok,
+                "-X",
+                "POST",
+                "--idempotency-key",
+                "SECRET-KEY\r\nX-Forged: 1",
+            ],
+            "",
+        ),
+        // Method, body file, wait's flags, durations, rates, unknown flags.
+        (vec!["get", ok, "-X", "G\r\nX-Forged: 1"], ""),
+        (
+            vec!["get", ok, "-d", "@/no/such/file?token=SECRET456\nX-Forged"],
+            "",
+        ),
+        (vec!["wait", ok, "--success", "ok\r\nX-Forged: 1"], ""),
+        (vec!["wait", ok, "--wait-param", "w\r\nX-Forged: 1"], ""),
+        (vec!["get", ok, "--timeout", "so\r\nX-Forged: 1"], ""),
+        (vec!["batch", "--rate", "fast\r\nX-Forged: 1"], ""),
+        (vec!["get", ok, "--api-key=SECRET-KEY"], ""),
+        (
+            vec![
+                "demo",
+                "--only",
+                "pa\r\nX-Forged: http://alice:hunter2pw@h/?token=SECRET456",
+            ],
+            "",
+        ),
+        (
+            vec!["get", ok, "http://alice:hunter2pw@h.test/?token=SECRET456"],
+            "",
+        ),
+        // batch reads its URLs from stdin.
+        (
+            vec!["batch"],
+            "http://127.0.0.1:9/ok\nhttp://alice:hunter2pw@exa mple/?token=SECRET456\n",
+        ),
+        (
+            vec!["batch", "-H", "X-Api-Key SECRET-KEY"],
+            "http://127.0.0.1:9/ok\n",
+        ),
+    ];
+    for (args, stdin) in &cases {
+        let o = polite_with(args, stdin);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.starts_with("polite: "), "{args:?}: {err:?}");
+        assert!(!err.contains('\r'), "{args:?}: {err:?}");
+        for secret in SECRETS {
+            assert!(!err.contains(secret), "{args:?} leaked {secret}: {err:?}");
+        }
+    }
+}
+
+#[test]
+fn a_zero_timeout_is_a_one_line_usage_error_and_sends_nothing() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    for zero in ["0", "0s", "0ms"] {
+        for cmd in ["get", "wait"] {
+            let o = polite(&[cmd, &lab.url("/items/a"), "--timeout", zero]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{cmd} --timeout {zero}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("longer than zero"), "{err}");
+        }
+    }
+    assert!(lab.log().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn headers_never_follow_a_redirect_to_another_origin() {
+    let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();
+    let a = Hostile::start(vec![
+        ("/away", Reply::redirect(302, b.url("/landing"))),
+        ("/here", Reply::redirect(307, "/landing")),
+        ("/landing", Reply::Body("home".into())),
+        ("/loop", Reply::redirect(302, "/loop")),
+    ])
+    .unwrap();
+    let secrets = [
+        "-H",
+        "X-Api-Key: SECRET-KEY",
+        "-H",
+        "Authorization: Bearer SECRET-TOKEN",
+    ];
+    let run = |path: &str, extra: &[&str]| {
+        let url = a.url(path);
+        let mut args = vec!["get", url.as_str()];
+        args.extend_from_slice(&secrets);
+        args.extend_from_slice(extra);
+        polite(&args)
+    };
+    let o = run("/away", &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.stdout, b"landed");
+    assert_eq!(b.seen().len(), 1);
+    assert_eq!(b.seen()[0].header("x-api-key"), None);
+    assert_eq!(b.seen()[0].header("authorization"), None);
+    // Same origin: the headers go along.
+    let o = run("/here", &[]);
+    assert_eq!(o.stdout, b"home");
+    let landing = a
+        .seen()
+        .into_iter()
+        .rfind(|s| s.path == "/landing")
+        .unwrap();
+    assert_eq!(landing.header("x-api-key"), Some("SECRET-KEY"));
+    // --same-origin-redirects: the cross-origin redirect is the answer.
+    let o = run("/away", &["--same-origin-redirects"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(b.seen().len(), 1, "B never heard of it");
+    // --max-redirects 0: nothing is followed.
+    let _ = run("/here", &["--max-redirects", "0"]);
+    assert_eq!(a.count("/landing"), 1);
+    // A loop: one request, exit 1, the cause named.
+    let o = run("/loop", &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(a.count("/loop"), 1);
+    assert!(
+        err.contains("too many redirects") && err.contains("not retried"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_2_gib_body_is_one_request_and_names_the_limit() {
+    let server = Hostile::start(vec![("/huge", Reply::Chunked { total: 2 << 30 })]).unwrap();
+    let o = polite(&["get", &server.url("/huge"), "--timeout", "20s"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    // The attempt's line, then the error naming the limit.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("polite: body larger than the 16 MiB limit, not retried (1 attempt in"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert_eq!(server.count("/huge"), 1);
+    assert!(server.body_bytes_sent() < 64 << 20);
+}
+
+#[test]
+fn an_invalid_retry_after_is_warned_about_once_without_verbose() {
+    let bad = || Step::Status {
+        status: 503,
+        retry_after: Some(RetryAfter::Raw("soon".into())),
+    };
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/items/a", vec![bad(), bad(), Step::Normal])
+            .job("j", Duration::from_millis(200), JobState::Passed)
+            .script("/runs/j", vec![bad(), bad(), Step::Normal]),
+    )
+    .unwrap();
+    for args in [
+        vec!["get".to_owned(), lab.url("/items/a")],
+        vec!["wait".to_owned(), lab.url("/runs/j")],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = polite(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("warning: the server sent an invalid Retry-After")
+                .count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}

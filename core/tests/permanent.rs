@@ -1,0 +1,155 @@
+//! Transport errors that repeating cannot cure (SPEC §5): never retried,
+//! whatever the replayability, by every machine that shares the kernel
+//! (retry, poll, batch); the outcome names the cause.
+
+use std::time::Duration;
+
+use polite_core::testing::{SplitMix64, origin};
+use polite_core::{
+    Action, BatchMachine, BatchPolicy, Event, Method, Outcome, PollMachine, PollPolicy, RequestId,
+    RequestInfo, RetryMachine, RetryPolicy, TransportErrorKind as K, Unpaced,
+};
+
+const PERMANENT: [K; 5] = [
+    K::BodyTooLarge,
+    K::TooManyRedirects,
+    K::RedirectNotReplayable,
+    K::Certificate,
+    K::InvalidRequest,
+];
+const BLIPS: [K; 7] = [
+    K::Refused,
+    K::Reset,
+    K::Dns,
+    K::Timeout,
+    K::Aborted,
+    K::Tls,
+    K::Other,
+];
+
+fn requests() -> [RequestInfo; 3] {
+    [
+        RequestInfo::new(RequestId(1), Method::Get),
+        RequestInfo::new(RequestId(2), Method::Put),
+        RequestInfo::new(RequestId(3), Method::Post).with_idempotency_key(),
+    ]
+}
+
+#[test]
+fn the_permanent_kinds_are_exactly_these() {
+    for k in PERMANENT {
+        assert!(k.is_permanent(), "{k:?}");
+    }
+    for k in BLIPS {
+        assert!(!k.is_permanent(), "{k:?}");
+    }
+}
+
+#[test]
+fn retry_machine_stops_at_once_with_the_cause() {
+    let t0 = origin();
+    for kind in PERMANENT {
+        for request in requests() {
+            let mut m = RetryMachine::new(
+                RetryPolicy::default(),
+                request,
+                SplitMix64::new(7),
+                t0,
+                Duration::from_secs(30),
+            )
+            .unwrap();
+            let Action::Send(plan) = m.poll_action() else {
+                panic!("first action is a send")
+            };
+            m.handle(
+                t0 + Duration::from_millis(5),
+                Event::TransportError(plan.id, kind),
+            );
+            let want = Outcome::Permanent { cause: kind };
+            assert_eq!(m.poll_action(), Action::Stop(want), "{kind:?} {request:?}");
+            // Sticky, and no second send.
+            assert_eq!(m.poll_action(), Action::Stop(want));
+            let text = want.to_string();
+            assert!(
+                text.contains(&kind.to_string()) && text.contains("not retried"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_blip_on_the_same_request_is_still_retried() {
+    let t0 = origin();
+    for kind in BLIPS {
+        let mut m = RetryMachine::new(
+            RetryPolicy::default(),
+            RequestInfo::new(RequestId(1), Method::Get),
+            SplitMix64::new(7),
+            t0,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let Action::Send(plan) = m.poll_action() else {
+            panic!("first action is a send")
+        };
+        m.handle(t0, Event::TransportError(plan.id, kind));
+        assert!(matches!(m.poll_action(), Action::SleepUntil(_)), "{kind:?}");
+    }
+}
+
+#[test]
+fn poll_machine_stops_at_once_with_the_cause() {
+    let t0 = origin();
+    for kind in PERMANENT {
+        let mut m = PollMachine::new(
+            PollPolicy::default(),
+            RequestInfo::new(RequestId(1), Method::Get),
+            SplitMix64::new(7),
+            t0,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let Action::Send(plan) = m.poll_action() else {
+            panic!("first action is a send")
+        };
+        m.handle(t0, Event::TransportError(plan.id, kind));
+        assert_eq!(
+            m.poll_action(),
+            Action::Stop(Outcome::Permanent { cause: kind }),
+            "{kind:?}"
+        );
+    }
+}
+
+#[test]
+fn batch_items_stop_at_once_with_the_cause_and_the_others_go_on() {
+    let t0 = origin();
+    let mut m = BatchMachine::new(
+        BatchPolicy::default(),
+        vec![RequestInfo::new(RequestId(1), Method::Get); 2],
+        SplitMix64::new(7),
+        Unpaced,
+        t0,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let mut plans = Vec::new();
+    while let Action::Send(p) = m.poll_action() {
+        plans.push(p);
+    }
+    assert_eq!(plans.len(), 2);
+    m.handle(t0, Event::TransportError(plans[0].id, K::BodyTooLarge));
+    let answer = polite_core::Response::new(plans[1].id, 200, std::time::UNIX_EPOCH);
+    m.handle(t0, Event::Response(answer));
+    assert!(matches!(m.poll_action(), Action::Stop(_)));
+    assert_eq!(
+        m.outcomes(),
+        [
+            Some(Outcome::Permanent {
+                cause: K::BodyTooLarge
+            }),
+            Some(Outcome::Succeeded { status: 200 })
+        ]
+    );
+}
