@@ -255,3 +255,33 @@ fn an_invalid_retry_after_is_warned_about_once_without_verbose() {
         );
     }
 }
+
+/// Issue 16's evidence at the CLI: `Retry-After` values the server means as
+/// "much later" are never undercut — an overflowing one, and a valid one
+/// zero-padded past 64 bytes — each is one request and exit 11 (rate
+/// limited), where they used to be resent after the backoff and exit 0.
+#[test]
+fn an_overflowing_or_padded_retry_after_is_one_request_and_exit_11() {
+    let padded = format!("{}90", "0".repeat(80));
+    for value in ["99999999999999999999", padded.as_str()] {
+        let lab = Lab::start(LabConfig::default().script(
+            "/items/o",
+            vec![
+                Step::Status {
+                    status: 429,
+                    retry_after: Some(RetryAfter::Raw(value.to_string())),
+                },
+                Step::Normal,
+            ],
+        ))
+        .unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_polite"))
+            .args(["get", &lab.url("/items/o"), "--timeout", "5s"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("the binary runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(11), "Retry-After {value}: {err}");
+        assert_eq!(lab.log().len(), 1, "Retry-After {value}: resent");
+    }
+}
