@@ -159,7 +159,7 @@ pub trait Pace {
     /// Which limit made the latest refusal of [`acquire`](Pace::acquire)
     /// ([`PaceLimit::Unknown`] by default): a machine that has to stop
     /// because the pace refuses until after its deadline puts it in
-    /// [`Outcome::Starved`], so the caller can say which setting to change.
+    /// [`Outcome::Starved`](crate::Outcome::Starved), so the caller can say which setting to change.
     ///
     /// ```
     /// use polite_core::{Pace, PaceLimit, RateThrottle};

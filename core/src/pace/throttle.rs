@@ -38,7 +38,7 @@ use super::Pace;
 /// processes (or separate throttles); share one value between all the
 /// machines that talk to the same quota (see [`Pace`]).
 ///
-/// **Server-informed** ([`observe`](Self::observe), fed by [`Paced`] and
+/// **Server-informed** ([`observe`](Self::observe), fed by [`Paced`](crate::Paced) and
 /// [`BatchMachine`](crate::BatchMachine) from each answer's rate-limit
 /// headers): a server that says no quota is left for `t` seconds pauses the
 /// throttle until then, plus the margin, like a cool-down. A throttle made
