@@ -10,7 +10,7 @@ use crate::budget::{NoBudget, RetryBudget};
 use crate::event::{Action, Event, Response, SendPlan};
 use crate::machine::Machine;
 use crate::outcome::{Outcome, Reply, RetryClass};
-use crate::pace::{Pace, after_answer, observe_rate_limit};
+use crate::pace::{Pace, after_answer, cool_down_after, observe_rate_limit};
 use crate::policy::{PolicyError, RetryPolicy};
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
@@ -437,6 +437,10 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             Event::Tick if now < self.deadline => self.wake_due(),
             Event::Tick => {}
             Event::Response(r) => {
+                // Every rate-limited answer's server time reaches the pace,
+                // also a late one no item waits for (the server said so).
+                let rl = self.policy.retry.class_of_response(&r) == Some(RetryClass::RateLimited);
+                cool_down_after(&mut self.pace, &self.policy.retry.retry_after, now, rl, &r);
                 if observe_rate_limit(&mut self.pace, &self.rate_limit, now, &r) {
                     // A resized pace may grant earlier than it said: ask again.
                     self.refused_until = None;

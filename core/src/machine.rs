@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use crate::event::{Action, Event};
+use crate::event::{Action, Event, Response};
+use crate::outcome::RetryClass;
 use crate::poll::Notice;
 use crate::record::AttemptRecord;
 
@@ -52,6 +53,25 @@ pub trait Machine {
     fn take_notice(&mut self) -> Option<Notice> {
         None
     }
+    /// How this machine's policy classes `response` (a classifier's verdict
+    /// in [`Response::retry_class`] included); `None` by default. Wrappers
+    /// such as [`Paced`](crate::Paced) ask it for every answer, also one the
+    /// machine itself ignores (a late answer still says the server is
+    /// rate limiting, and until when).
+    ///
+    /// ```
+    /// use polite_core::{Machine, Method, RequestId, RequestInfo, Response, RetryClass,
+    ///                   RetryMachine, RetryPolicy, SendId, SplitMix64};
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
+    /// let r = Response::new(SendId::default(), 429, UNIX_EPOCH);
+    /// assert_eq!(Machine::class_of(&m, &r), Some(RetryClass::RateLimited));
+    /// ```
+    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
+        let _ = response;
+        None
+    }
 }
 
 /// A machine borrowed mutably is a machine: drive it and keep it to read
@@ -74,6 +94,9 @@ impl<M: Machine + ?Sized> Machine for &mut M {
     fn take_notice(&mut self) -> Option<Notice> {
         (**self).take_notice()
     }
+    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
+        (**self).class_of(response)
+    }
 }
 
 impl<R: rand_core::Rng, B: crate::budget::RetryBudget> Machine
@@ -92,5 +115,8 @@ impl<R: rand_core::Rng, B: crate::budget::RetryBudget> Machine
     }
     fn deadline(&self) -> Option<Instant> {
         Some(crate::retry::RetryMachine::deadline(self))
+    }
+    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
+        self.policy().class_of_response(response)
     }
 }

@@ -10,7 +10,8 @@ use crate::policy::RetryAfterLimits;
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
 
-use super::{Pace, after_answer, observe_rate_limit};
+use super::{Pace, after_answer, cool_down_after, observe_rate_limit};
+use crate::outcome::RetryClass;
 
 /// A single machine whose every send passes through a [`Pace`] first
 /// (SPEC §2: retries are requests too).
@@ -278,6 +279,10 @@ impl<M: Machine, P: Pace> Paced<M, P> {
         }
         let response = match event {
             Event::Response(r) => {
+                // Every rate-limited answer's server time reaches the pace,
+                // also one the inner machine ignores (a late answer).
+                let rl = self.inner.class_of(&r) == Some(RetryClass::RateLimited);
+                cool_down_after(&mut self.pace, &self.limits, now, rl, &r);
                 if observe_rate_limit(&mut self.pace, &self.rate_limit, now, &r) {
                     // A resized pace may grant earlier than it said: ask again.
                     self.refused_until = None;
@@ -412,5 +417,8 @@ impl<M: Machine, P: Pace> Machine for Paced<M, P> {
     }
     fn take_notice(&mut self) -> Option<crate::Notice> {
         self.inner.take_notice()
+    }
+    fn class_of(&self, response: &crate::event::Response<'_>) -> Option<RetryClass> {
+        self.inner.class_of(response)
     }
 }
