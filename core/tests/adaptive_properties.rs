@@ -39,6 +39,26 @@ fn step(clock: Instant, t0: Instant, ms: i64) -> Instant {
     }
 }
 
+/// A fresh rate (created at `origin()`) after `ops`, and the clock then.
+fn replay(ops: &[Op]) -> (AdaptiveRate, Instant) {
+    let t0 = origin();
+    let mut rate = AdaptiveRate::new(t0);
+    let mut clock = t0;
+    for op in ops {
+        match *op {
+            Op::Acquire { step_ms } => {
+                clock = step(clock, t0, step_ms);
+                let _ = rate.acquire(clock);
+            }
+            Op::Answer { step_ms, throttled } => {
+                clock = step(clock, t0, step_ms);
+                rate.on_answer(clock, throttled);
+            }
+        }
+    }
+    (rate, clock)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -110,21 +130,7 @@ proptest! {
         prefix in prop::collection::vec(op(), 1..60),
         tries in prop::collection::vec(0u64..300, 1..100),
     ) {
-        let t0 = origin();
-        let mut rate = AdaptiveRate::new(t0);
-        let mut clock = t0;
-        for op in &prefix {
-            match *op {
-                Op::Acquire { step_ms } => {
-                    clock = step(clock, t0, step_ms);
-                    let _ = rate.acquire(clock);
-                }
-                Op::Answer { step_ms, throttled } => {
-                    clock = step(clock, t0, step_ms);
-                    rate.on_answer(clock, throttled);
-                }
-            }
-        }
+        let (mut rate, mut clock) = replay(&prefix);
         // Make sure it is on, then only ask.
         rate.on_answer(clock, true);
         let fill = rate.fill_rate();
@@ -157,21 +163,7 @@ proptest! {
     fn after_a_throttle_steady_success_regrows_the_rate(
         prefix in prop::collection::vec(op(), 1..80),
     ) {
-        let t0 = origin();
-        let mut rate = AdaptiveRate::new(t0);
-        let mut clock = t0;
-        for op in &prefix {
-            match *op {
-                Op::Acquire { step_ms } => {
-                    clock = step(clock, t0, step_ms);
-                    let _ = rate.acquire(clock);
-                }
-                Op::Answer { step_ms, throttled } => {
-                    clock = step(clock, t0, step_ms);
-                    rate.on_answer(clock, throttled);
-                }
-            }
-        }
+        let (mut rate, mut clock) = replay(&prefix);
         rate.on_answer(clock, true);
         let cut = rate.fill_rate();
         // The rate before the cut, as the SPEC defines the cut (× 0.7).
