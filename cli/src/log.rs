@@ -79,6 +79,8 @@ pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
     let (status, transport) = match r.reply {
         Reply::Status(s) => (Some(s), None),
         Reply::Transport(k) => (None, Some(k.to_string())),
+        // A kind of reply this CLI does not know yet: say what it is.
+        other => (None, Some(other.to_string())),
     };
     let retry_after = match r.retry_after {
         RetryAfterNote::Absent => serde_json::Value::Null,

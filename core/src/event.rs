@@ -385,6 +385,7 @@ impl<'a> Response<'a> {
 /// assert!(matches!(e, Event::TransportError(..)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event<'a> {
     /// An HTTP answer arrived.
     Response(Response<'a>),

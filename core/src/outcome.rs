@@ -97,6 +97,7 @@ impl std::fmt::Display for Secs {
 /// assert_eq!(RetryClass::ServerError.to_string(), "server error");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RetryClass {
     /// A rate-limited answer (429 by default).
     RateLimited,
@@ -136,6 +137,7 @@ impl std::fmt::Display for RetryClass {
 /// assert_eq!(Reply::Transport(TransportErrorKind::Reset).to_string(), "transport error: connection reset");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Reply {
     /// An HTTP answer with this status.
     Status(u16),
@@ -222,6 +224,7 @@ impl std::fmt::Display for StateName {
 /// assert_eq!(b.to_string(), "retry budget exhausted, not retried (last: HTTP 503)");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// A final answer below 400.
     Succeeded {

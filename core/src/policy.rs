@@ -25,6 +25,7 @@ use crate::outcome::RetryClass;
 /// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// A field holds a value outside what the machine can honour.
     #[error("invalid policy: `{field}` {reason}")]

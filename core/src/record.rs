@@ -18,6 +18,7 @@ use crate::retry_after::RetryAfterError;
 /// assert_eq!(DelaySource::RetryAfter.to_string(), "retry-after");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DelaySource {
     /// The local backoff (larger than any server delay).
     Backoff,
