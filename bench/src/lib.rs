@@ -16,6 +16,12 @@
 //! bounded in count and in time.
 #![forbid(unsafe_code)]
 
+/// The README's Rust blocks, compiled (and `no_run` ones not run) as
+/// doctests, so the front door's programs keep building.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod cancel;
 pub mod deadline;
 pub mod nohints;
