@@ -8,13 +8,11 @@ use std::time::Instant;
 use async_io::{Async, Timer};
 use bytes::Bytes;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
-use polite_client::{Transport, TransportError};
+use polite_client::{BoxSending, Transport, TransportError};
 use polite_core::TransportErrorKind;
 use ureq_proto::BodyMode;
 use ureq_proto::client::state::{RecvBody, RecvResponse};
 use ureq_proto::client::{Await100Result, Call, RecvResponseResult, SendRequestResult};
-
-use crate::client::BoxSending;
 
 /// How much of a response head (status line and headers) is read at most.
 const MAX_HEAD: usize = 64 << 10;
@@ -60,7 +58,7 @@ const CHUNK: usize = 16 << 10;
 /// use polite_async_std::Http1Transport;
 /// let t = Http1Transport::new().max_body(1 << 20);
 /// assert_eq!(t.body_limit(), 1 << 20);
-/// assert_eq!(Http1Transport::default().body_limit(), Http1Transport::DEFAULT_MAX_BODY);
+/// assert_eq!(Http1Transport::default().body_limit(), polite_async_std::DEFAULT_MAX_BODY);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Http1Transport {
@@ -74,13 +72,6 @@ impl Default for Http1Transport {
 }
 
 impl Http1Transport {
-    /// Default body limit: 16 MiB.
-    ///
-    /// ```
-    /// assert_eq!(polite_async_std::Http1Transport::DEFAULT_MAX_BODY, 16 * 1024 * 1024);
-    /// ```
-    pub const DEFAULT_MAX_BODY: usize = 16 << 20;
-
     /// A transport with the default body limit.
     ///
     /// ```
@@ -90,7 +81,7 @@ impl Http1Transport {
     #[must_use]
     pub fn new() -> Http1Transport {
         Http1Transport {
-            max_body: Self::DEFAULT_MAX_BODY,
+            max_body: polite_client::DEFAULT_MAX_BODY,
         }
     }
 

@@ -7,13 +7,16 @@
 //! paced batches, with a ready pure-Rust HTTP/1.1 transport
 //! ([`Http1Transport`], feature `http1`, on by default).
 //!
-//! The crate holds no retry decision and no loop of its own: the calls run
-//! the `polite-core` machines through the one drive loop
-//! (`polite_core::drive`, by way of `polite_client::Client`), with async-io
-//! time ([`AsyncIoClock`]: one `async_io::Timer`, re-armed as the instant
-//! changes), a [`CancelToken`] (its `cancel` wakes a pending wait at once,
-//! from any thread), and a transport. Any HTTP client can be plugged in
-//! through [`Transport`]. Nothing here depends on tokio.
+//! The crate holds no retry decision, no loop and no client code of its
+//! own: [`Client`] is `polite_client::Client<AsyncIo, T>`, the one client
+//! written for every runtime, and [`AsyncIo`] is this crate's whole
+//! [`Runtime`]: async-io time ([`AsyncIoClock`]: one `async_io::Timer`,
+//! re-armed as the instant changes), a [`CancelToken`] (its `cancel` wakes
+//! a pending wait at once, from any thread; Ctrl-C with
+//! [`cancel_on_ctrl_c`]), and calls that are futures. Any HTTP client can
+//! be plugged in through [`Transport`]; everything you need to configure a
+//! call ([`RetryPolicy`], [`TerminalStates`], [`Throttle`], …) is
+//! re-exported here. Nothing here depends on tokio.
 //!
 //! ## On async-std
 //!
@@ -43,7 +46,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_async_std::{CancelToken, Client, Config, Http1Transport, JsonJob, Outcome};
+//! use polite_async_std::{CancelToken, Client, Config, JsonJob, Outcome};
 //! use polite_lab::{JobState, Lab, LabConfig};
 //! use std::time::Duration;
 //!
@@ -52,7 +55,7 @@
 //!     .job("j1", Duration::from_millis(300), JobState::Passed)
 //!     .job("slow", Duration::from_secs(3600), JobState::Passed)).unwrap();
 //! let config = Config { timeout: Duration::from_secs(10), ..Config::default() };
-//! let client = Client::with_transport(Http1Transport::new(), config)?;
+//! let client = Client::with_config(config)?;
 //!
 //! smol::block_on(async {
 //!     // Reads {"status": ...}; terminal states: passed, failed, cancelled.
@@ -70,7 +73,7 @@
 //!         }
 //!     });
 //!     let req = http::Request::get(lab.url("/runs/slow")).body(Bytes::new()).unwrap();
-//!     let err = client.wait_with(req, &mut JsonJob::new("status"), &token, |_| {}).await.unwrap_err();
+//!     let err = client.wait_cancellable(req, &mut JsonJob::new("status"), &token).await.unwrap_err();
 //!     assert_eq!(err.outcome(), Some(Outcome::Cancelled));
 //!     canceller.await;
 //!     Ok(())
@@ -82,7 +85,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_async_std::{Client, Config, Http1Transport};
+//! use polite_async_std::{Client, Config, Throttle};
 //! use polite_lab::{Lab, LabConfig, LogStats, Quota};
 //! use std::time::Duration;
 //!
@@ -92,10 +95,10 @@
 //! let config = Config {
 //!     timeout: Duration::from_secs(10),
 //!     concurrency: 4,
-//!     throttle: Some((5, Duration::from_millis(250))),
+//!     throttle: Some(Throttle::new(5, Duration::from_millis(250))),
 //!     ..Config::default()
 //! };
-//! let client = Client::with_transport(Http1Transport::new(), config)?;
+//! let client = Client::with_config(config)?;
 //! let requests = (0..12)
 //!     .map(|i| http::Request::get(lab.url(&format!("/items/{i}"))).body(Bytes::new()).unwrap())
 //!     .collect();
@@ -136,17 +139,16 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-mod client;
 mod clock;
 #[cfg(feature = "http1")]
 mod http1;
+mod runtime;
 
-pub use client::{BatchResult, BoxSending, Client};
 pub use clock::AsyncIoClock;
 #[cfg(feature = "http1")]
 pub use http1::Http1Transport;
-pub use polite_client::{
-    CancelToken, Clock, Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport,
-    TransportError,
-};
-pub use polite_core::{Notice, Outcome};
+pub use polite_client::CancelToken;
+pub use polite_client::api::*;
+#[cfg(feature = "ctrl-c")]
+pub use runtime::cancel_on_ctrl_c;
+pub use runtime::{AsyncIo, Client};

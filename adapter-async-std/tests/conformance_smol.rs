@@ -1,8 +1,8 @@
-//! The lab's adapter conformance suite against polite-async-std's clock and
-//! HTTP/1.1 transport, executed as a task on a `smol::Executor` run by two
+//! The lab's adapter conformance suite through `polite_async_std::Client`
+//! and its HTTP/1.1 transport, executed as a task on a `smol::Executor` run by two
 //! threads, on loopback in real time.
 
-use polite_async_std::{AsyncIoClock, Http1Transport};
+use polite_async_std::{AsyncIo, Http1Transport};
 
 fn run(name: &str) {
     let executor = smol::Executor::new();
@@ -11,10 +11,9 @@ fn run(name: &str) {
         for _ in 0..2 {
             s.spawn(|| smol::block_on(executor.run(stopped.recv())));
         }
-        let task = executor.spawn(polite_client::conformance::run(
+        let task = executor.spawn(polite_lab::runner::run::<AsyncIo, _>(
             name,
             Http1Transport::new(),
-            AsyncIoClock::new,
         ));
         let result = smol::block_on(task);
         drop(stop); // the worker threads return
@@ -25,4 +24,4 @@ fn run(name: &str) {
     }
 }
 
-polite_client::conformance_tests!(run);
+polite_lab::conformance_tests!(run);

@@ -5,10 +5,14 @@
 //! remote jobs, and paced batches, on plain threads, with a ready
 //! [`UreqTransport`] (feature `ureq`, on by default; TLS through rustls).
 //!
-//! The adapter holds no retry decision and no loop of its own: each call
-//! runs the `polite-core` machines through the one drive loop
-//! (`polite_core::drive`, via `polite_client::Client`) on the calling
-//! thread with [`block_on`], a [`ThreadClock`] and a [`CancelToken`].
+//! The adapter holds no retry decision, no loop and no client code of its
+//! own: [`Client`] is `polite_client::Client<Threads, T>`, the one client
+//! written for every runtime, and [`Threads`] is this crate's whole
+//! [`Runtime`]: each call runs the `polite-core` machines through the one
+//! drive loop on the calling thread with [`block_on`], a [`ThreadClock`]
+//! and a [`CancelToken`], and returns its result (no `.await`).
+//! Everything you need to configure a call ([`RetryPolicy`],
+//! [`TerminalStates`], [`Throttle`], …) is re-exported here.
 //!
 //! ## How a call waits
 //!
@@ -60,13 +64,13 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_blocking::{Client, Config, JsonJob, UreqTransport};
+//! use polite_blocking::{Client, Config, JsonJob};
 //! use polite_lab::{JobState, Lab, LabConfig};
 //! use std::time::Duration;
 //!
 //! let lab = Lab::start(LabConfig::default().job("j1", Duration::from_millis(300), JobState::Passed)).unwrap();
 //! let config = Config { timeout: Duration::from_secs(10), ..Config::default() };
-//! let client = Client::with_transport(UreqTransport::default(), config)?;
+//! let client = Client::with_config(config)?;
 //! let req = http::Request::get(lab.url("/runs/j1")).body(Bytes::new()).unwrap();
 //! // Reads {"status": ...}; terminal states: passed, failed, cancelled.
 //! let done = client.wait(req, &mut JsonJob::new("status"))?;
@@ -79,7 +83,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_blocking::{Client, Config, UreqTransport};
+//! use polite_blocking::{Client, Config, Throttle};
 //! use polite_lab::{Lab, LabConfig, LogStats, Quota};
 //! use std::time::Duration;
 //!
@@ -88,10 +92,10 @@
 //! let config = Config {
 //!     timeout: Duration::from_secs(10),
 //!     concurrency: 4,
-//!     throttle: Some((5, Duration::from_millis(250))),
+//!     throttle: Some(Throttle::new(5, Duration::from_millis(250))),
 //!     ..Config::default()
 //! };
-//! let client = Client::with_transport(UreqTransport::default(), config)?;
+//! let client = Client::with_config(config)?;
 //! let requests = (0..12)
 //!     .map(|i| http::Request::get(lab.url(&format!("/items/{i}"))).body(Bytes::new()).unwrap())
 //!     .collect();
@@ -127,20 +131,17 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod block_on;
-mod cancel;
-mod client;
 mod clock;
+mod runtime;
 #[cfg(feature = "ureq")]
 mod ureq_transport;
 
 pub use block_on::block_on;
-pub use cancel::{CtrlCError, cancel_on_ctrl_c};
-pub use client::{BatchResult, Client};
 pub use clock::ThreadClock;
-pub use polite_client::{
-    Cancel, CancelToken, Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport,
-    TransportError,
-};
-pub use polite_core::{Notice, Outcome};
+pub use polite_client::CancelToken;
+pub use polite_client::api::*;
+#[cfg(feature = "ctrl-c")]
+pub use runtime::cancel_on_ctrl_c;
+pub use runtime::{Client, Threads};
 #[cfg(feature = "ureq")]
 pub use ureq_transport::{UreqSending, UreqTransport};

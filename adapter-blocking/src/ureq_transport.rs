@@ -100,9 +100,6 @@ impl Default for UreqTransport {
 }
 
 impl UreqTransport {
-    /// Default body limit: 16 MiB.
-    pub const DEFAULT_MAX_BODY: usize = 16 << 20;
-
     /// How long an idle worker thread waits for the next attempt before it
     /// exits: 5 s.
     pub const WORKER_IDLE: Duration = Duration::from_secs(5);
@@ -114,13 +111,13 @@ impl UreqTransport {
     /// ```
     /// let agent = ureq::Agent::new_with_defaults();
     /// let t = polite_blocking::UreqTransport::new(agent);
-    /// assert_eq!(t.body_limit(), polite_blocking::UreqTransport::DEFAULT_MAX_BODY);
+    /// assert_eq!(t.body_limit(), polite_blocking::DEFAULT_MAX_BODY);
     /// ```
     #[must_use]
     pub fn new(agent: ureq::Agent) -> UreqTransport {
         UreqTransport {
             agent,
-            max_body: Self::DEFAULT_MAX_BODY,
+            max_body: polite_client::DEFAULT_MAX_BODY,
             live: Arc::default(),
             pool: Arc::default(),
         }

@@ -1,18 +1,15 @@
-//! The lab's adapter conformance suite (written once, in polite-lab and
-//! polite-client) against polite-blocking's clock, `block_on` and ureq
-//! transport, on loopback in real time.
+//! The lab's adapter conformance suite (written once, in polite-lab)
+//! through `polite_blocking::Client` and its ureq transport, on loopback in
+//! real time. Each call blocks; the runner's own future is driven by
+//! `block_on`.
 
-use polite_blocking::{ThreadClock, UreqTransport, block_on};
+use polite_blocking::{Threads, UreqTransport, block_on};
 
 fn run(name: &str) {
     let transport = UreqTransport::default();
-    if let Err(report) = block_on(polite_client::conformance::run(
-        name,
-        transport,
-        ThreadClock::new,
-    )) {
+    if let Err(report) = block_on(polite_lab::runner::run::<Threads, _>(name, transport)) {
         panic!("{report}");
     }
 }
 
-polite_client::conformance_tests!(run);
+polite_lab::conformance_tests!(run);

@@ -25,7 +25,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_blocking::{Client, Config, UreqTransport};
+use polite_blocking::{Client, Config, Throttle, UreqTransport};
 use polite_lab::nginx::Nginx;
 
 fn batch_of_50(nginx: &Nginx, config: Config) -> Duration {
@@ -87,7 +87,7 @@ fn a_batch_through_nginx_limit_req_succeeds_and_a_matched_throttle_sends_no_429(
     let config = Config {
         timeout: Duration::from_secs(60),
         concurrency: 4,
-        throttle: Some((1, Duration::from_millis(100))),
+        throttle: Some(Throttle::new(1, Duration::from_millis(100))),
         ..Config::default()
     };
     let took = batch_of_50(&nginx, config);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use polite_blocking::{
-    CancelToken, Client, Config, Error, Outcome, Transport, UreqTransport, block_on,
+    CancelToken, Client, Config, Error, Outcome, Throttle, Transport, UreqTransport, block_on,
 };
 use polite_core::TransportErrorKind;
 use polite_lab::{Disposition, Fault, Lab, LabConfig, LogStats, PathMatch, Quota, Step};
@@ -177,7 +177,7 @@ fn two_threads_sharing_a_client_stay_within_its_throttle_together() {
     let lab = Lab::start(LabConfig::default().quota(Quota::sliding(5, window))).unwrap();
     let c = client(Config {
         timeout: Duration::from_secs(20),
-        throttle: Some((5, window)),
+        throttle: Some(Throttle::new(5, window)),
         ..Config::default()
     });
     let started = Instant::now();

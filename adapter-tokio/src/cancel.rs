@@ -1,5 +1,4 @@
-//! Cancellation through `tokio_util::sync::CancellationToken`, and a helper
-//! that cancels on Ctrl-C.
+//! Cancellation through `tokio_util::sync::CancellationToken`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,37 +36,4 @@ impl Cancel for TokioCancel {
     fn is_cancelled(&self) -> bool {
         self.token.is_cancelled()
     }
-}
-
-/// Spawns a task that cancels `token` on the first Ctrl-C (SIGINT), and
-/// returns the token for convenience. On Unix the handler is installed
-/// before this returns, so a Ctrl-C right after the call is not missed.
-/// Must be called inside a tokio runtime.
-///
-/// ```no_run
-/// # async fn f() {
-/// let token = polite_tokio::cancel_on_ctrl_c(tokio_util::sync::CancellationToken::new());
-/// // pass token.clone() to Client::send_cancellable, ...
-/// # }
-/// ```
-pub fn cancel_on_ctrl_c(token: CancellationToken) -> CancellationToken {
-    let t = token.clone();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut sigint) = signal(SignalKind::interrupt()) {
-            tokio::spawn(async move {
-                if sigint.recv().await.is_some() {
-                    t.cancel();
-                }
-            });
-            return token;
-        }
-    }
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            t.cancel();
-        }
-    });
-    token
 }

@@ -2,12 +2,18 @@
 //!
 //! polite on tokio: one logical request retried by class inside one hard
 //! deadline, on tokio time, with a ready [`ReqwestTransport`] (feature
-//! `reqwest`, on by default; TLS through rustls).
+//! `reqwest`, on by default; TLS is whatever your own `reqwest` dependency
+//! turns on: polite enables no reqwest feature).
 //!
-//! The adapter holds no retry decision and no loop of its own: the calls run
-//! the `polite-core` machines through `polite_core::drive`, with tokio's
-//! clock ([`TokioClock`]), a `CancellationToken` ([`TokioCancel`]) and a
-//! transport. Any HTTP client can be plugged in through [`Transport`].
+//! The adapter holds no retry decision, no loop and no client code of its
+//! own: [`Client`] is `polite_client::Client<Tokio, T>`, the one client
+//! written for every runtime, and [`Tokio`] is this crate's whole
+//! [`Runtime`]: tokio's clock ([`TokioClock`]), a `CancellationToken`
+//! ([`TokioCancel`]), and calls that are futures. Any HTTP client can be
+//! plugged in through [`Transport`]; everything you need to configure a
+//! call ([`RetryPolicy`], [`TerminalStates`], [`Throttle`], …) is
+//! re-exported here, and so is [`reqwest`] (polite-tokio needs reqwest
+//! 0.13: a `reqwest::Client` of another version is another type).
 //!
 //! ## Redirects
 //!
@@ -31,7 +37,7 @@
 //! // A loopback server that fails once with 503 (polite retries it).
 //! let lab = Lab::start(LabConfig::default().script("/items/1", vec![Step::without_retry_after(503), Step::Normal])).unwrap();
 //!
-//! let client = polite_tokio::Client::new(reqwest::Client::new());
+//! let client = polite_tokio::Client::new();
 //! let req = http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
 //! let resp = client.send(req).await?; // retried on 429/5xx/transport, never past 30 s
 //! assert_eq!(resp.status(), 200);
@@ -43,13 +49,13 @@
 //! ```
 //! use bytes::Bytes;
 //! use polite_lab::{JobState, Lab, LabConfig};
-//! use polite_tokio::{Client, Config, JsonJob, ReqwestTransport};
+//! use polite_tokio::{Client, Config, JsonJob};
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
 //! let lab = Lab::start(LabConfig::default().job("j1", Duration::from_millis(300), JobState::Passed)).unwrap();
 //! let config = Config { timeout: Duration::from_secs(10), ..Config::default() };
-//! let client = Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config)?;
+//! let client = Client::with_config(config)?;
 //! let req = http::Request::get(lab.url("/runs/j1")).body(Bytes::new()).unwrap();
 //! // Reads {"status": ...}; terminal states: passed, failed, cancelled.
 //! let done = client.wait(req, &mut JsonJob::new("status")).await?;
@@ -63,7 +69,7 @@
 //! ```
 //! use bytes::Bytes;
 //! use polite_lab::{Lab, LabConfig, LogStats, Quota};
-//! use polite_tokio::{Client, Config, ReqwestTransport};
+//! use polite_tokio::{Client, Config, Throttle};
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
@@ -72,10 +78,10 @@
 //! let config = Config {
 //!     timeout: Duration::from_secs(10),
 //!     concurrency: 4,
-//!     throttle: Some((5, Duration::from_millis(250))),
+//!     throttle: Some(Throttle::new(5, Duration::from_millis(250))),
 //!     ..Config::default()
 //! };
-//! let client = Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config)?;
+//! let client = Client::with_config(config)?;
 //! let requests = (0..12)
 //!     .map(|i| http::Request::get(lab.url(&format!("/items/{i}"))).body(Bytes::new()).unwrap())
 //!     .collect();
@@ -89,18 +95,19 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod cancel;
-mod client;
 mod clock;
 #[cfg(feature = "reqwest")]
 mod reqwest_transport;
+mod runtime;
 
-pub use cancel::{TokioCancel, cancel_on_ctrl_c};
-pub use client::{BatchResult, Client};
+pub use cancel::TokioCancel;
 pub use clock::TokioClock;
-pub use polite_client::{
-    Config, Error, HttpAnswer, JobDone, JsonJob, RedirectPolicy, Transport, TransportError,
-};
-pub use polite_core::{Notice, Outcome};
+pub use polite_client::api::*;
 #[cfg(feature = "reqwest")]
-pub use reqwest_transport::{BoxSending, ReqwestTransport};
+pub use reqwest;
+#[cfg(feature = "reqwest")]
+pub use reqwest_transport::ReqwestTransport;
+#[cfg(feature = "ctrl-c")]
+pub use runtime::cancel_on_ctrl_c;
+pub use runtime::{Client, Tokio};
 pub use tokio_util::sync::CancellationToken;

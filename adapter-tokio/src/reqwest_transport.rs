@@ -1,16 +1,10 @@
 //! [`ReqwestTransport`]: the ready transport on `reqwest`.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use polite_client::{Transport, TransportError};
+use polite_client::{BoxSending, DEFAULT_MAX_BODY, Transport, TransportError};
 use polite_core::TransportErrorKind;
-
-/// A boxed attempt (so the drive loop can hold many).
-pub type BoxSending =
-    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send>>;
 
 /// Sends attempts with a `reqwest::Client`, aborting each at its `abort_at`
 /// (`tokio::time::timeout_at`) and reading the body whole up to a limit.
@@ -43,17 +37,33 @@ pub struct ReqwestTransport {
     max_body: usize,
 }
 
-impl ReqwestTransport {
-    /// Default body limit: 16 MiB.
-    pub const DEFAULT_MAX_BODY: usize = 16 << 20;
+impl Default for ReqwestTransport {
+    /// Over [`default_client`](Self::default_client) (reqwest's defaults,
+    /// no redirects of its own), with the default body limit
+    /// ([`DEFAULT_MAX_BODY`], 16 MiB). What `polite_tokio::Client::new()`
+    /// uses.
+    ///
+    /// # Panics
+    ///
+    /// As `reqwest::Client::new()` does, when reqwest cannot start its TLS
+    /// backend or read the system's resolver configuration. To handle that
+    /// as an error, build the client with
+    /// [`default_client`](Self::default_client) and use [`new`](Self::new).
+    fn default() -> Self {
+        #[allow(clippy::expect_used)] // reqwest::Client::new()'s own contract
+        let client = ReqwestTransport::default_client().expect("reqwest cannot build a client");
+        ReqwestTransport::new(client)
+    }
+}
 
+impl ReqwestTransport {
     /// Wraps a `reqwest::Client` (configure TLS, proxies, pools there; and
     /// no redirects, see above).
     #[must_use]
     pub fn new(client: reqwest::Client) -> ReqwestTransport {
         ReqwestTransport {
             client,
-            max_body: Self::DEFAULT_MAX_BODY,
+            max_body: DEFAULT_MAX_BODY,
         }
     }
 

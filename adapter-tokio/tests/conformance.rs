@@ -1,8 +1,8 @@
-//! The lab's adapter conformance suite (written once, in polite-lab and
-//! polite-client) against polite-tokio's clock and reqwest transport, on
-//! loopback in real time.
+//! The lab's adapter conformance suite (written once, in polite-lab)
+//! through `polite_tokio::Client` and its reqwest transport, on loopback in
+//! real time.
 
-use polite_tokio::{ReqwestTransport, TokioClock};
+use polite_tokio::{ReqwestTransport, Tokio};
 
 fn run(name: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -11,13 +11,9 @@ fn run(name: &str) {
         .build()
         .expect("runtime");
     let transport = ReqwestTransport::new(reqwest::Client::new());
-    if let Err(report) = rt.block_on(polite_client::conformance::run(
-        name,
-        transport,
-        TokioClock::new,
-    )) {
+    if let Err(report) = rt.block_on(polite_lab::runner::run::<Tokio, _>(name, transport)) {
         panic!("{report}");
     }
 }
 
-polite_client::conformance_tests!(run);
+polite_lab::conformance_tests!(run);

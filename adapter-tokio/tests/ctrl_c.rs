@@ -27,7 +27,7 @@ async fn sigint_cancels_a_call_waiting_out_a_30s_backoff() {
         },
     )
     .unwrap();
-    let token = cancel_on_ctrl_c(CancellationToken::new());
+    let token = cancel_on_ctrl_c(CancellationToken::new()).expect("the only handler");
     let killer = std::thread::spawn(|| {
         std::thread::sleep(Duration::from_millis(400));
         let sent = Instant::now();
@@ -41,7 +41,7 @@ async fn sigint_cancels_a_call_waiting_out_a_30s_backoff() {
     let req = http::Request::get(lab.url("/items/c"))
         .body(Bytes::new())
         .unwrap();
-    let result = client.send_cancellable(req, token).await;
+    let result = client.send_cancellable(req, &token).await;
     let returned = Instant::now();
     let sent = killer.join().unwrap();
     assert_eq!(result.unwrap_err().outcome(), Some(Outcome::Cancelled));

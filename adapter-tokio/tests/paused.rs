@@ -96,7 +96,7 @@ async fn cancel_during_a_30s_backoff_returns_at_once() {
             token.cancel();
         })
     };
-    let err = client.send_cancellable(get(), token).await.unwrap_err();
+    let err = client.send_cancellable(get(), &token).await.unwrap_err();
     canceller.await.unwrap();
     assert_eq!(err.outcome(), Some(Outcome::Cancelled));
     // Returned when the cancel came (3 s), not at the end of the 30 s wait.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use polite_core::Outcome;
 use polite_lab::{Fault, JobState, Lab, LabConfig, LogStats, PathMatch, Quota, Step};
-use polite_tokio::{CancellationToken, Client, Config, JsonJob, ReqwestTransport};
+use polite_tokio::{CancellationToken, Client, Config, JsonJob, ReqwestTransport, Throttle};
 
 fn client(config: Config) -> Client<ReqwestTransport> {
     Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config).unwrap()
@@ -38,7 +38,7 @@ async fn cancel_during_a_30s_backoff_returns_within_100ms() {
         let token = token.clone();
         let url = lab.url("/items/c");
         async move {
-            let r = c.send_cancellable(get(url), token).await;
+            let r = c.send_cancellable(get(url), &token).await;
             (r, Instant::now())
         }
     });
@@ -92,7 +92,7 @@ async fn the_pacing_experiment_plain_semaphore_vs_polite() {
     let c = client(Config {
         timeout: Duration::from_secs(10),
         concurrency: 2,
-        throttle: Some((3, Duration::from_millis(650))),
+        throttle: Some(Throttle::new(3, Duration::from_millis(650))),
         ..Config::default()
     });
     let requests = (1..=8)

@@ -68,7 +68,7 @@ fn measure(who: Who, url: &str, runs: usize, after: Duration) -> Vec<(f64, bool)
                             )
                             .expect("valid config");
                             // Bounded by the call's own 60 s budget.
-                            cancelled(&c.send_cancellable(get(&url), tk).await)
+                            cancelled(&c.send_cancellable(get(&url), &tk).await)
                         } else {
                             let once = || {
                                 let (http, url) = (http.clone(), url.clone());

@@ -201,7 +201,7 @@ async fn polite_client_batch(
     let config = Config {
         timeout,
         concurrency,
-        throttle,
+        throttle: throttle.map(|(limit, window)| polite_tokio::Throttle::new(limit, window)),
         seed: Some(7),
         ..Config::default()
     };

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_blocking::{Client, Config, JsonJob, UreqTransport};
+use polite_blocking::{Client, Config, JsonJob, Throttle, UreqTransport};
 use polite_lab::{
     Fault, JobState, Lab, LabConfig, LabHandle, LogStats, PathMatch, Quota, RetryAfterStyle,
 };
@@ -143,7 +143,7 @@ fn pacing(rows: &mut Vec<Row>) -> Result<(), Usage> {
         Config {
             timeout: Duration::from_secs(10),
             concurrency: 2,
-            throttle: Some((3, Duration::from_millis(650))),
+            throttle: Some(Throttle::new(3, Duration::from_millis(650))),
             ..Config::default()
         },
     )?);

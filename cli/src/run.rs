@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
-use polite_blocking::{CancelToken, Client, Config, JsonJob, UreqTransport};
-use polite_client::Observed;
+use polite_blocking::{CancelToken, Client, Config, JsonJob, Observed, Throttle};
 use polite_core::{MaxRetries, Outcome, PaceLimit, RetryClass, StateName, TerminalStates};
 
 use crate::args::{BatchArgs, Common, GetArgs, Rate, WaitArgs};
@@ -55,11 +54,10 @@ fn config(common: &Common, default_timeout: Duration) -> Config {
 fn client(
     config: Config,
     observe: impl Fn(Observed<'_>) + Send + Sync + 'static,
-) -> Result<Client<UreqTransport>, Usage> {
-    let inner = polite_client::Client::new(UreqTransport::default(), config)
+) -> Result<Client, Usage> {
+    Ok(Client::with_config(config)
         .map_err(|e| Usage(e.to_string()))?
-        .observe(observe);
-    Ok(Client::from_client(inner))
+        .observe(observe))
 }
 
 /// Ctrl-C cancels the token (exit 130).
@@ -163,8 +161,8 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             )));
         }
     }
-    config.poll.terminal_states = terminal;
-    config.poll.long_poll_first = !args.no_long_poll;
+    config.wait.terminal_states = terminal;
+    config.wait.long_poll_first = !args.no_long_poll;
     if !polite_client::valid_param_name(&args.wait_param) {
         return Err(Usage(format!(
             "--wait-param {}: not a valid query parameter name",
@@ -172,7 +170,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
         )));
     }
     // Leaked once per process: the policy holds the name as &'static str.
-    config.poll.wait_param = Box::leak(args.wait_param.clone().into_boxed_str());
+    config.wait.wait_param = Box::leak(args.wait_param.clone().into_boxed_str());
 
     let tty = std::io::stderr().is_terminal();
     let progress = Arc::new(Mutex::new(Progress::default()));
@@ -229,7 +227,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
                 }
             });
         }
-        let r = client.wait_with(req, &mut JsonJob::new(&args.field), &token, |_| {});
+        let r = client.wait_cancellable(req, &mut JsonJob::new(&args.field), &token);
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         r
     });
@@ -281,7 +279,7 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
             config.learn_quota = None;
             config.adaptive = false;
         }
-        Rate::Fixed(n, w) => config.throttle = Some((n, w)),
+        Rate::Fixed(n, w) => config.throttle = Some(Throttle::new(n, w)),
     }
     let tty = std::io::stderr().is_terminal();
     let bar = tty.then(|| {

@@ -1,115 +1,71 @@
-//! [`Client`]: `send` (and, with the pacing and poll machines, `wait` and
-//! `batch`) written once over the drive loop, for every adapter.
+//! [`Client`]: `send`, `wait` and `batch` written once over the drive loop,
+//! for every adapter's [`Runtime`].
 
 use std::collections::hash_map::RandomState;
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use polite_core::AttemptRecord;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
-use polite_core::ratelimit::RateLimitHeaders;
 use polite_core::{
-    BatchMachine, BatchPolicy, Method, Notice, Outcome, Paced, PollMachine, PollPolicy,
-    RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
+    BatchMachine, Method, Notice, Outcome, Paced, PollMachine, RateThrottle, RequestId,
+    RequestInfo, RetryMachine, SplitMix64,
 };
-use std::sync::{Arc, Mutex};
-
-use crate::pace::ClientPace;
 
 use crate::answer::HttpAnswer;
-
+use crate::config::{Config, Throttle};
 use crate::error::Error;
 use crate::io::HttpIo;
-use crate::redirect::RedirectPolicy;
+use crate::pace::ClientPace;
+use crate::runtime::Runtime;
 use crate::trace::trace_record;
-use crate::transport::{Cancel, Clock, Transport};
+use crate::transport::{Cancel, Clock, NeverCancel, Transport};
 
-/// What a [`Client`] applies to every call.
+/// polite's calls, written once for every runtime: `send` (one logical
+/// request with retries), `wait` (a remote job, long poll first) and
+/// `batch` (many requests under one deadline), each also `*_cancellable`
+/// with the runtime's cancel token.
 ///
-/// ```
-/// use polite_client::Config;
-/// use std::time::Duration;
-/// let c = Config { timeout: Duration::from_secs(10), ..Config::default() };
-/// assert_eq!(c.poll.wait_param, "waitSeconds");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// The retry rules for every attempt.
-    pub retry: RetryPolicy,
-    /// The budget of each call: its deadline is fixed when the call starts.
-    /// Default 30 s.
-    pub timeout: Duration,
-    /// Whether and how far redirects are followed, inside each attempt
-    /// (default: up to 10, a cross-origin hop drops every header the caller
-    /// set); see [`RedirectPolicy`].
-    pub redirects: RedirectPolicy,
-    /// How `wait` polls a job (long poll first, then backoff; terminal
-    /// states; the long-poll query parameter, default `waitSeconds`). Its
-    /// `retry` field is ignored: `retry` above applies to every call.
-    pub poll: PollPolicy,
-    /// A fixed seed for jitter (reproducible runs); default: process entropy.
-    pub seed: Option<u64>,
-    /// A client-side sliding-window throttle shared by every call of the
-    /// client: at most `limit` sends per `window`. Default: none (only the
-    /// server's cool-downs pace the calls).
-    pub throttle: Option<(u32, Duration)>,
-    /// How many requests of one `batch` are in flight at once. Default 4.
-    pub concurrency: u32,
-    /// How often a batch restarts an item that ended `RateLimited` (inside
-    /// the same deadline, after the server's time). Default 2.
-    pub max_restarts: u32,
-    /// Which rate-limit headers inform the pace (default: the IETF
-    /// `RateLimit` / `RateLimit-Policy` fields; `X-RateLimit-*` opt-in).
-    pub rate_limit_headers: RateLimitHeaders,
-    /// With no `throttle` configured: learn one from the server's
-    /// `RateLimit-Policy`, up to this many sends per window (the throttle's
-    /// log is allocated once at this size). `None`: never learn. Default
-    /// `Some(1000)`.
-    pub learn_quota: Option<u32>,
-    /// Adapt the send rate to rate-limited answers when the server gives
-    /// no quota (SPEC §4.1; the AWS SDKs' adaptive mode, see
-    /// [`polite_core::adaptive`]): a 429 without hints cuts the rate every
-    /// call of the client may use, successes grow it back. A configured
-    /// `throttle` stays the ceiling; a quota learnt from `RateLimit-Policy`
-    /// replaces the guess; a server that never answers 429 never sees the
-    /// client slow down. Default `true`.
-    pub adaptive: bool,
+/// `R` is the adapter's [`Runtime`] and `T` its [`Transport`]; users name
+/// it through an adapter's alias (`polite_tokio::Client`,
+/// `polite_async_std::Client`, `polite_blocking::Client`). On an async
+/// runtime a call returns a future to `.await`; on threads it blocks and
+/// returns the result (see [`Runtime::Call`]).
+///
+/// Cheap to clone: clones share the transport, the configuration and the
+/// pace. Every attempt of every call (first sends and retries, of `send`,
+/// `wait` and `batch`) passes one shared [`ClientPace`]: the optional
+/// throttle, the adaptive rate, and the cool-down that a 429 with
+/// `Retry-After` seen by any call imposes on all. The pace is in-process:
+/// separate processes do not coordinate.
+pub struct Client<R, T> {
+    shared: Arc<Shared<T>>,
+    observer: Option<RecordObserver>,
+    runtime: PhantomData<fn() -> R>,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            retry: RetryPolicy::default(),
-            timeout: Duration::from_secs(30),
-            redirects: RedirectPolicy::default(),
-            poll: PollPolicy::default(),
-            seed: None,
-            throttle: None,
-            concurrency: 4,
-            max_restarts: 2,
-            rate_limit_headers: RateLimitHeaders::default(),
-            learn_quota: Some(1000),
-            adaptive: true,
-        }
-    }
-}
-
-/// The client logic, runtime-neutral: adapters wrap it with their transport,
-/// clock and cancel signal.
-///
-/// Every attempt of every call (first sends and retries, of `send`, `wait`
-/// and `batch`) passes one shared [`ClientPace`]: the optional throttle, and
-/// the cool-down that a 429 with `Retry-After` seen by any call imposes on
-/// all. The pace is in-process: separate processes do not coordinate.
-pub struct Client<T> {
+/// What the clones of a client share.
+struct Shared<T> {
     transport: T,
     config: Config,
-    observer: Option<RecordObserver>,
     pace: Arc<Mutex<ClientPace>>,
     ids: AtomicU64,
     entropy: u64,
+}
+
+impl<R, T> Clone for Client<R, T> {
+    fn clone(&self) -> Self {
+        Client {
+            shared: Arc::clone(&self.shared),
+            observer: self.observer.clone(),
+            runtime: PhantomData,
+        }
+    }
 }
 
 /// What polite knows about a request from its method and headers: a request
@@ -136,27 +92,74 @@ pub fn request_info(id: u64, request: &http::Request<Bytes>) -> RequestInfo {
     }
 }
 
-impl<T: Transport> Client<T>
+impl<R: Runtime> Client<R, R::Ready>
+where
+    R::Ready: Transport + Default,
+    <R::Ready as Transport>::Sending: Unpin,
+{
+    /// A client over the adapter's own transport with the default
+    /// configuration (30 s per call, the SPEC's retry budgets, the adaptive
+    /// pace).
+    ///
+    /// ```
+    /// # use polite_client::Runtime;
+    /// # fn f<R: Runtime>() where R::Ready: polite_client::Transport + Default,
+    /// #     <R::Ready as polite_client::Transport>::Sending: Unpin {
+    /// let client = polite_client::Client::<R, R::Ready>::new();
+    /// assert_eq!(client.config().timeout, std::time::Duration::from_secs(30));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        match Self::with_transport(R::Ready::default(), Config::default()) {
+            Ok(c) => c,
+            // The default configuration is valid (tested).
+            Err(e) => unreachable!("default configuration rejected: {e}"),
+        }
+    }
+
+    /// A client over the adapter's own transport with `config`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] or [`Error::Config`] for a configuration that
+    /// makes no sense.
+    pub fn with_config(config: Config) -> Result<Self, Error> {
+        Self::with_transport(R::Ready::default(), config)
+    }
+}
+
+impl<R: Runtime> Default for Client<R, R::Ready>
+where
+    R::Ready: Transport + Default,
+    <R::Ready as Transport>::Sending: Unpin,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R: Runtime, T: Transport> Client<R, T>
 where
     T::Sending: Unpin,
 {
-    /// A client over `transport`.
+    /// A client over any [`Transport`] with a configuration.
     ///
     /// # Errors
     ///
     /// [`Error::Policy`] for a policy that makes no sense,
     /// [`Error::Config`] for a bad long-poll parameter name.
-    pub fn new(transport: T, config: Config) -> Result<Client<T>, Error> {
+    pub fn with_transport(transport: T, config: Config) -> Result<Self, Error> {
         config.retry.validate()?;
         config.poll_policy().validate()?;
-        if !crate::io::valid_param_name(config.poll.wait_param) {
+        if !crate::io::valid_param_name(config.wait.wait_param) {
             return Err(Error::Config(
                 "wait_param must be 1 to 64 ASCII letters, digits, '_', '-' or '.'",
             ));
         }
         config.batch_policy().validate()?;
         let throttle = match (config.throttle, config.learn_quota) {
-            (Some((limit, window)), _) => Some(RateThrottle::new(limit, window)?),
+            (Some(Throttle { limit, window }), _) => Some(RateThrottle::new(limit, window)?),
             (None, Some(max)) => Some(RateThrottle::learning(max)?),
             (None, None) => None,
         };
@@ -166,30 +169,30 @@ where
             pace = pace.adaptive();
         }
         Ok(Client {
-            transport,
-            config,
-            pace: Arc::new(Mutex::new(pace)),
+            shared: Arc::new(Shared {
+                transport,
+                config,
+                pace: Arc::new(Mutex::new(pace)),
+                ids: AtomicU64::new(1),
+                entropy,
+            }),
             observer: None,
-            ids: AtomicU64::new(1),
-            entropy,
+            runtime: PhantomData,
         })
     }
 
-    /// Also hands every attempt record and notice of every call to
-    /// `observer` (records always go to `tracing` too). For progress
-    /// displays and logs of your own; records never hold credentials.
+    /// This client, also handing every attempt record and notice of its
+    /// calls to `observer` (records always go to `tracing` too). For
+    /// progress displays and logs of your own; records never hold
+    /// credentials. The observer belongs to the returned client and the
+    /// clones made from it; the pace stays shared with every clone.
     ///
     /// ```
-    /// use polite_client::{Client, Config, NeverCancel, Transport};
-    /// # use bytes::Bytes; use std::future::{Ready, ready}; use std::time::Instant;
-    /// # struct Hi;
-    /// # impl Transport for Hi {
-    /// #     type Sending = Ready<Result<http::Response<Bytes>, polite_client::TransportError>>;
-    /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending { ready(Ok(http::Response::new(Bytes::new()))) }
-    /// # }
-    /// let client = Client::new(Hi, Config::default()).unwrap()
-    ///     .observe(|event: polite_client::Observed<'_>| eprintln!("{event:?}"));
+    /// # use polite_client::Runtime;
+    /// # fn f<R: Runtime, T: polite_client::Transport>(client: polite_client::Client<R, T>) where T::Sending: Unpin {
+    /// let client = client.observe(|event: polite_client::Observed<'_>| eprintln!("{event:?}"));
     /// # drop(client);
+    /// # }
     /// ```
     #[must_use]
     pub fn observe(mut self, observer: impl Fn(Observed<'_>) + Send + Sync + 'static) -> Self {
@@ -198,62 +201,161 @@ where
     }
 
     /// The configuration.
+    #[must_use]
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.shared.config
     }
 
     /// The transport.
+    #[must_use]
     pub fn transport(&self) -> &T {
-        &self.transport
+        &self.shared.transport
+    }
+
+    /// One logical request with retries (429, 5xx and transport errors, by
+    /// class; only when the request is replayable), inside the configured
+    /// timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Transport`] when the call ended on an attempt that got no
+    /// answer (its cause, attempts and time), [`Error::Outcome`] with the
+    /// outcome and the last answer for every other end but success.
+    pub fn send(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>>> {
+        R::call(self.send_in(request, NeverCancel))
+    }
+
+    /// Like [`send`](Self::send), ended at once (`Cancelled`) when `token`
+    /// is cancelled (from any thread or task): during a backoff sleep, a
+    /// pacing wait or an attempt in flight. An attempt in flight is dropped;
+    /// nothing promises it did not reach the server.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Self::send).
+    pub fn send_cancellable(
+        &self,
+        request: http::Request<Bytes>,
+        token: &R::Token,
+    ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>>> {
+        R::call(self.send_in(request, R::watch(token)))
+    }
+
+    /// Waits for a remote job: polls `request` (normally a `GET` of the job
+    /// resource) — long polls first, a permanent fallback to backoff when
+    /// the server rejects the wait parameter (one [`Notice`] to the
+    /// observer) — until the job reaches a terminal state, inside the
+    /// configured timeout. `classify` reads each answer
+    /// ([`JsonJob`](crate::JsonJob) for JSON status bodies).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Outcome`] (or [`Error::Transport`]) for every end but a
+    /// terminal state; a job that ended `failed` is *not* an error here:
+    /// the state is handed back.
+    pub fn wait<J: Classify<HttpAnswer>>(
+        &self,
+        request: http::Request<Bytes>,
+        classify: &mut J,
+    ) -> R::Call<impl Future<Output = Result<JobDone, Error>>> {
+        R::call(self.wait_in(request, classify, NeverCancel))
+    }
+
+    /// Like [`wait`](Self::wait), ended at once (`Cancelled`) when `token`
+    /// is cancelled.
+    ///
+    /// # Errors
+    ///
+    /// As for [`wait`](Self::wait).
+    pub fn wait_cancellable<J: Classify<HttpAnswer>>(
+        &self,
+        request: http::Request<Bytes>,
+        classify: &mut J,
+        token: &R::Token,
+    ) -> R::Call<impl Future<Output = Result<JobDone, Error>>> {
+        R::call(self.wait_in(request, classify, R::watch(token)))
+    }
+
+    /// Many logical requests under one shared deadline (the configured
+    /// timeout), at most `concurrency` in flight, every attempt through the
+    /// client's shared pace; an item that ends `RateLimited` is restarted
+    /// after the server's time while the deadline allows. Results come back
+    /// in input order, one per request.
+    ///
+    /// # Errors
+    ///
+    /// The outer `Err` only for an invalid configuration; each item's own
+    /// failure is an [`Error`] in its slot.
+    pub fn batch(
+        &self,
+        requests: Vec<http::Request<Bytes>>,
+    ) -> R::Call<impl Future<Output = BatchResult>> {
+        R::call(self.batch_in(requests, NeverCancel))
+    }
+
+    /// Like [`batch`](Self::batch), cancellable through `token`: the items
+    /// not finished when it is cancelled end `Cancelled`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch`](Self::batch).
+    pub fn batch_cancellable(
+        &self,
+        requests: Vec<http::Request<Bytes>>,
+        token: &R::Token,
+    ) -> R::Call<impl Future<Output = BatchResult>> {
+        R::call(self.batch_in(requests, R::watch(token)))
     }
 
     fn next_id(&self) -> u64 {
-        self.ids.fetch_add(1, Ordering::Relaxed)
+        self.shared.ids.fetch_add(1, Ordering::Relaxed)
     }
 
     fn rng(&self, id: u64) -> SplitMix64 {
-        let seed = self.config.seed.unwrap_or(self.entropy);
+        let seed = self.shared.config.seed.unwrap_or(self.shared.entropy);
         SplitMix64::new(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
+    fn observer(&self) -> Tracing<'_> {
+        Tracing {
+            observer: self.observer.as_deref(),
+        }
     }
 
     /// Runs one single-request machine to its end: paced through the
     /// client's shared pace, driven by the one drive loop over this call's
     /// `Io`, records and notices to `tracing` and the observer. Returns the
     /// outcome and the last answer.
-    #[allow(clippy::too_many_arguments)]
-    async fn drive_one<M, K, C, J, N>(
+    async fn drive_one<M, C, J>(
         &self,
         machine: M,
         request: &http::Request<Bytes>,
         now: std::time::Instant,
-        clock: K,
+        clock: R::Clock,
         cancel: C,
         classify: &mut J,
-        on_notice: N,
     ) -> Ended
     where
         M: polite_core::Machine,
-        K: Clock,
         C: Cancel,
         J: Classify<HttpAnswer> + ?Sized,
-        N: FnMut(Notice),
     {
-        let mut machine = Paced::new(machine, Arc::clone(&self.pace), now)
-            .retry_after_limits(self.config.retry.retry_after)
-            .rate_limit_headers(self.config.rate_limit_headers);
+        let config = &self.shared.config;
+        let mut machine = Paced::new(machine, Arc::clone(&self.shared.pace), now)
+            .retry_after_limits(config.retry.retry_after)
+            .rate_limit_headers(config.rate_limit_headers);
         let mut io = HttpIo::new(
-            &self.transport,
+            &self.shared.transport,
             clock,
             cancel,
             std::slice::from_ref(request),
-            self.config.poll.wait_param,
+            config.wait.wait_param,
         )
-        .redirects(self.config.redirects);
-        let mut observer = Tracing {
-            on_notice,
-            observer: self.observer.as_deref(),
-        };
-        let done = drive::drive(&mut machine, &mut io, classify, &mut observer).await;
+        .redirects(config.redirects);
+        let done = drive::drive(&mut machine, &mut io, classify, &mut self.observer()).await;
         Ended {
             outcome: done.outcome,
             last: done.answers.into_iter().next().flatten().map(|a| a.0),
@@ -263,70 +365,46 @@ where
         }
     }
 
-    /// One logical request with retries, inside the configured timeout.
-    ///
-    /// Returns the answer when it is a success (below 400); otherwise an
-    /// [`Error::Outcome`] with the outcome and the last answer.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Outcome`] for every end but success.
-    pub async fn send_with<K: Clock, C: Cancel>(
+    async fn send_in<C: Cancel>(
         &self,
         request: http::Request<Bytes>,
-        clock: K,
         cancel: C,
     ) -> Result<http::Response<Bytes>, Error> {
         let id = self.next_id();
+        let clock = R::clock();
         let now = clock.now();
+        let config = &self.shared.config;
         let machine = RetryMachine::new(
-            self.config.retry,
+            config.retry,
             request_info(id, &request),
             self.rng(id),
             now,
-            self.config.timeout,
+            config.timeout,
         )?;
-        self.drive_one(machine, &request, now, clock, cancel, &mut NoJobs, |_| {})
+        self.drive_one(machine, &request, now, clock, cancel, &mut NoJobs)
             .await
             .finish()
     }
 
-    /// Waits for a remote job: polls `request` (normally a `GET` of the job
-    /// resource) with `PollMachine` — long polls first, a permanent fallback
-    /// to backoff when the server rejects the wait parameter — until the job
-    /// reaches a terminal state, inside the configured timeout. `classify`
-    /// reads each answer ([`JsonJob`](crate::JsonJob) for JSON status
-    /// bodies); `on_notice` hears the one-time fallback notice.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Outcome`] for every end but a terminal state (a job that
-    /// ended `failed` is *not* an error here: the state is handed back).
-    pub async fn wait_with<J, K, C, N>(
+    async fn wait_in<J: Classify<HttpAnswer>, C: Cancel>(
         &self,
         request: http::Request<Bytes>,
         classify: &mut J,
-        clock: K,
         cancel: C,
-        on_notice: N,
-    ) -> Result<JobDone, Error>
-    where
-        J: Classify<HttpAnswer>,
-        K: Clock,
-        C: Cancel,
-        N: FnMut(Notice),
-    {
+    ) -> Result<JobDone, Error> {
         let id = self.next_id();
+        let clock = R::clock();
         let now = clock.now();
+        let config = &self.shared.config;
         let machine = PollMachine::new(
-            self.config.poll_policy(),
+            config.poll_policy(),
             request_info(id, &request),
             self.rng(id),
             now,
-            self.config.timeout,
+            config.timeout,
         )?;
         let ended = self
-            .drive_one(machine, &request, now, clock, cancel, classify, on_notice)
+            .drive_one(machine, &request, now, clock, cancel, classify)
             .await;
         match (ended.outcome, ended.last) {
             (Outcome::Terminal { state }, Some(response)) => Ok(JobDone {
@@ -342,56 +420,41 @@ where
         }
     }
 
-    /// Many logical requests under one shared deadline (the configured
-    /// timeout), at most `concurrency` in flight, every attempt through the
-    /// client's shared pace; an item that ends `RateLimited` is restarted
-    /// after the server's time while the deadline allows. Results come back
-    /// in input order, one per request.
-    ///
-    /// # Errors
-    ///
-    /// The outer `Err` only for an invalid configuration; each item's own
-    /// failure is an [`Error::Outcome`] in its slot.
-    pub async fn batch_with<K: Clock, C: Cancel>(
+    async fn batch_in<C: Cancel>(
         &self,
         requests: Vec<http::Request<Bytes>>,
-        clock: K,
         cancel: C,
-    ) -> Result<Vec<Result<http::Response<Bytes>, Error>>, Error> {
-        let first = self.ids.fetch_add(requests.len() as u64, Ordering::Relaxed);
+    ) -> BatchResult {
+        let config = &self.shared.config;
+        let first = self
+            .shared
+            .ids
+            .fetch_add(requests.len() as u64, Ordering::Relaxed);
         let infos: Vec<RequestInfo> = requests
             .iter()
             .zip(first..)
             .map(|(r, id)| request_info(id, r))
             .collect();
+        let clock = R::clock();
         let now = clock.now();
         let mut machine = BatchMachine::new(
-            self.config.batch_policy(),
+            config.batch_policy(),
             infos,
             self.rng(first),
-            Arc::clone(&self.pace),
+            Arc::clone(&self.shared.pace),
             now,
-            self.config.timeout,
+            config.timeout,
         )?
-        .rate_limit_headers(self.config.rate_limit_headers);
+        .rate_limit_headers(config.rate_limit_headers);
         let mut io = HttpIo::new(
-            &self.transport,
+            &self.shared.transport,
             clock,
             cancel,
             &requests,
-            self.config.poll.wait_param,
+            config.wait.wait_param,
         )
-        .redirects(self.config.redirects);
-        let done = drive::drive(
-            &mut machine,
-            &mut io,
-            &mut NoJobs,
-            &mut Tracing {
-                on_notice: |_| {},
-                observer: self.observer.as_deref(),
-            },
-        )
-        .await;
+        .redirects(config.redirects);
+        let done = drive::drive(&mut machine, &mut io, &mut NoJobs, &mut self.observer()).await;
         let elapsed = drive::Io::now(&io).saturating_duration_since(now);
         let mut answers = done.answers.into_iter();
         Ok(machine
@@ -413,26 +476,19 @@ where
     }
 }
 
-impl Config {
-    /// The batch policy `batch` runs.
-    #[must_use]
-    pub fn batch_policy(&self) -> BatchPolicy {
-        BatchPolicy {
-            retry: self.retry,
-            concurrency: self.concurrency,
-            max_restarts: self.max_restarts,
-        }
-    }
-
-    /// The poll policy `wait` runs: `poll` with `retry` as its retry rules.
-    #[must_use]
-    pub fn poll_policy(&self) -> PollPolicy {
-        PollPolicy {
-            retry: self.retry,
-            ..self.poll
-        }
-    }
-}
+/// What a batch returns: per request, in input order, its answer or error
+/// (the outer `Err` only for an invalid configuration).
+///
+/// ```
+/// use polite_client::{BatchResult, Error};
+/// use polite_core::Outcome;
+/// fn succeeded(r: &BatchResult) -> usize {
+///     r.as_ref().map_or(0, |items| items.iter().filter(|i| i.is_ok()).count())
+/// }
+/// let r: BatchResult = Ok(vec![Err(Error::Outcome { outcome: Outcome::Cancelled, response: None })]);
+/// assert_eq!(succeeded(&r), 0);
+/// ```
+pub type BatchResult = Result<Vec<Result<http::Response<Bytes>, Error>>, Error>;
 
 /// A job that reached a terminal state.
 #[derive(Debug)]
@@ -443,12 +499,12 @@ pub struct JobDone {
     pub response: http::Response<Bytes>,
 }
 
-impl<T: std::fmt::Debug> std::fmt::Debug for Client<T> {
+impl<R, T: std::fmt::Debug> std::fmt::Debug for Client<R, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("transport", &self.transport)
-            .field("config", &self.config)
-            .field("pace", &self.pace)
+            .field("transport", &self.shared.transport)
+            .field("config", &self.shared.config)
+            .field("pace", &self.shared.pace)
             .field("observer", &self.observer.as_ref().map(|_| "Fn"))
             .finish_non_exhaustive()
     }
@@ -466,14 +522,12 @@ pub enum Observed<'a> {
 /// A client-wide observer.
 type RecordObserver = Arc<dyn Fn(Observed<'_>) + Send + Sync>;
 
-/// Records to `tracing` and the client's observer, notices to `tracing`,
-/// the observer and the caller.
-struct Tracing<'o, N> {
-    on_notice: N,
+/// Records and notices to `tracing` and the client's observer.
+struct Tracing<'o> {
     observer: Option<&'o (dyn Fn(Observed<'_>) + Send + Sync)>,
 }
 
-impl<N: FnMut(Notice)> Observe for Tracing<'_, N> {
+impl Observe for Tracing<'_> {
     fn record(&mut self, record: &AttemptRecord) {
         trace_record(record);
         if let Some(o) = self.observer {
@@ -485,7 +539,6 @@ impl<N: FnMut(Notice)> Observe for Tracing<'_, N> {
         if let Some(o) = self.observer {
             o(Observed::Notice(notice));
         }
-        (self.on_notice)(notice);
     }
 }
 

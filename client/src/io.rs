@@ -241,7 +241,7 @@ where
     }
 
     fn wall_clock(&self) -> SystemTime {
-        SystemTime::now()
+        self.clock.wall()
     }
 
     fn send(&mut self, plan: &SendPlan) -> Self::Sending {

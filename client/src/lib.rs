@@ -23,55 +23,39 @@
 //!   ([`TransportErrorKind::is_permanent`](polite_core::TransportErrorKind::is_permanent))
 //!   are never retried.
 //!
-//! ```
-//! use bytes::Bytes;
-//! use polite_client::{Clock, Client, Config, NeverCancel, Transport, TransportError};
-//! use std::future::{Ready, ready};
-//! use std::task::{Context, Poll};
-//! use std::time::Instant;
-//!
-//! /// A transport that answers 200 "hi" at once.
-//! struct Hi;
-//! impl Transport for Hi {
-//!     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
-//!     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
-//!         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
-//!     }
-//! }
-//! /// A clock whose sleeps end at once (fine for a transport that never fails).
-//! struct Now;
-//! impl Clock for Now {
-//!     fn now(&self) -> Instant { polite_core::testing::origin() }
-//!     fn poll_sleep(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<()> { Poll::Ready(()) }
-//! }
-//!
-//! let client = Client::new(Hi, Config::default()).unwrap();
-//! let req = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
-//! let resp = polite_core::drive::block_on(client.send_with(req, Now, NeverCancel)).unwrap();
-//! assert_eq!(resp.body().as_ref(), b"hi");
-//! ```
+//! An adapter is a [`Runtime`] (its [`Clock`], its cancel token and
+//! [`Cancel`] signal, whether calls are futures or block), a
+//! [`Transport`], and a type alias of [`Client`]; the [`Runtime`] docs
+//! show a complete one in thirty lines.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod answer;
+pub mod api;
 mod client;
-#[cfg(feature = "conformance")]
-pub mod conformance;
+mod config;
+#[cfg(feature = "ctrl-c")]
+mod ctrl_c;
 mod error;
 mod io;
 mod job;
 mod pace;
 pub mod redirect;
+mod runtime;
 mod trace;
 mod transport;
 
 pub use answer::HttpAnswer;
-pub use client::{Client, Config, JobDone, Observed, request_info};
+pub use client::{BatchResult, Client, JobDone, Observed, request_info};
+pub use config::{Config, Throttle, WaitConfig};
+#[cfg(feature = "ctrl-c")]
+pub use ctrl_c::{CtrlCError, cancel_on_ctrl_c};
 pub use error::{BoxError, Error, TransportError};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
 pub use pace::ClientPace;
 pub use redirect::RedirectPolicy;
+pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
 pub use trace::trace_record;
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};

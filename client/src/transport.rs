@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 #[cfg(doc)]
@@ -50,10 +50,18 @@ pub trait Transport {
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending;
 }
 
-/// A monotonic clock with a timer.
+/// A monotonic clock with a timer, and the wall clock that goes with it.
 pub trait Clock {
     /// The monotonic time now.
     fn now(&self) -> Instant;
+    /// The wall clock now, only to turn an HTTP-date (`Retry-After` without
+    /// a `Date` to measure from) into a delay. Default `SystemTime::now()`;
+    /// a clock whose time can be paused or run ahead (tokio's test clock)
+    /// moves its wall clock with it, so that such a test controls HTTP-dates
+    /// too.
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
     /// Ready once `now() >= until`; otherwise arranges a wake-up at `until`.
     fn poll_sleep(&mut self, cx: &mut Context<'_>, until: Instant) -> Poll<()>;
 }

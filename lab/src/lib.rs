@@ -85,6 +85,8 @@ mod log;
 pub mod nginx;
 mod quota;
 mod rng;
+#[cfg(feature = "runner")]
+pub mod runner;
 mod server;
 mod wire;
 

@@ -1,46 +1,36 @@
-//! Cancelling a [`CancelToken`] on Ctrl-C.
+//! [`cancel_on_ctrl_c`]: one Ctrl-C helper for every runtime (feature
+//! `ctrl-c`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use polite_client::CancelToken;
+use crate::runtime::Runtime;
 
 /// Why [`cancel_on_ctrl_c`] could not install its handler.
 ///
 /// ```
-/// let e = polite_blocking::CtrlCError::AlreadyInstalled;
+/// let e = polite_client::CtrlCError::AlreadyInstalled;
 /// assert_eq!(e.to_string(), "a Ctrl-C handler is already installed in this process");
 /// ```
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CtrlCError {
     /// A Ctrl-C handler is installed already: by an earlier
     /// [`cancel_on_ctrl_c`], or by other code through the `ctrlc` crate.
     /// A process has one; clone the token you got the first time instead.
+    #[error("a Ctrl-C handler is already installed in this process")]
     AlreadyInstalled,
-    /// The operating system refused (the message says why).
-    System(String),
+    /// The operating system refused.
+    #[error("cannot install a Ctrl-C handler")]
+    System(#[source] ctrlc::Error),
 }
-
-impl std::fmt::Display for CtrlCError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CtrlCError::AlreadyInstalled => {
-                f.write_str("a Ctrl-C handler is already installed in this process")
-            }
-            CtrlCError::System(why) => write!(f, "cannot install a Ctrl-C handler: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for CtrlCError {}
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// Installs a process-wide Ctrl-C handler (SIGINT on Unix; Ctrl-C and
-/// Ctrl-Break on Windows) that cancels `token`, and returns the token for
-/// convenience: pass clones of it to
-/// [`Client::send_cancellable`](crate::Client::send_cancellable) and the
-/// other cancellable calls. A call waiting on it returns `Cancelled` at once.
+/// Ctrl-Break on Windows) that cancels `token`, the runtime `R`'s cancel
+/// token, and returns the token for convenience: pass it to the
+/// `*_cancellable` calls. A call waiting on it returns `Cancelled` at once.
+/// Each adapter re-exports this as its own `cancel_on_ctrl_c` for its token.
 ///
 /// * **Once per process.** A process has one Ctrl-C handler: a second call
 ///   (or a call after other code installed one through the `ctrlc` crate)
@@ -51,23 +41,14 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 ///   at once). A **second** Ctrl-C exits the process with status 130 (the
 ///   shell's code for "interrupted"), so a program stuck elsewhere can still
 ///   be stopped.
-/// * The handler runs on a thread of its own (the `ctrlc` crate's), where
-///   cancelling a token is safe.
-///
-/// ```no_run
-/// use polite_blocking::{CancelToken, cancel_on_ctrl_c};
-/// let token = cancel_on_ctrl_c(CancelToken::new())?;
-/// // client.send_cancellable(request, &token) ...
-/// // A second installation is refused, not a panic:
-/// assert!(cancel_on_ctrl_c(CancelToken::new()).is_err());
-/// # Ok::<(), polite_blocking::CtrlCError>(())
-/// ```
+/// * The handler runs on a thread of its own (the `ctrlc` crate's), so it
+///   needs no runtime and works the same under tokio, smol and threads.
 ///
 /// # Errors
 ///
 /// [`CtrlCError::AlreadyInstalled`] for a second installation,
 /// [`CtrlCError::System`] when the operating system refuses.
-pub fn cancel_on_ctrl_c(token: CancelToken) -> Result<CancelToken, CtrlCError> {
+pub fn cancel_on_ctrl_c<R: Runtime>(token: R::Token) -> Result<R::Token, CtrlCError> {
     if INSTALLED.swap(true, Ordering::SeqCst) {
         return Err(CtrlCError::AlreadyInstalled);
     }
@@ -78,7 +59,7 @@ pub fn cancel_on_ctrl_c(token: CancelToken) -> Result<CancelToken, CtrlCError> {
             std::process::exit(130);
         }
         seen = true;
-        for_handler.cancel();
+        R::cancel(&for_handler);
     });
     match installed {
         Ok(()) => Ok(token),
@@ -86,7 +67,7 @@ pub fn cancel_on_ctrl_c(token: CancelToken) -> Result<CancelToken, CtrlCError> {
         Err(e) => {
             // Nothing was installed: a later call may try again.
             INSTALLED.store(false, Ordering::SeqCst);
-            Err(CtrlCError::System(e.to_string()))
+            Err(CtrlCError::System(e))
         }
     }
 }

@@ -1,24 +1,50 @@
-//! The lab's adapter conformance suite, run over any adapter's parts
-//! (feature `conformance`; for adapters' tests).
+//! The conformance suite run through polite's own [`Client`], on any
+//! adapter's [`Runtime`] and [`Transport`] (feature `runner`; for the
+//! adapters' tests and for anyone writing an adapter).
 //!
-//! Each adapter's test file is two lines: a function that runs one scenario
-//! on its runtime with [`run`], and [`conformance_tests!`](crate::conformance_tests)
-//! to make one `#[test]` per scenario (so the harness runs them in parallel)
-//! plus a test that no lab scenario is left out.
+//! An adapter's whole conformance test file is two lines: a function that
+//! runs one scenario with [`run`] on its runtime (and panics on `Err`), and
+//! [`conformance_tests!`](crate::conformance_tests), which makes one
+//! `#[test]` per scenario (so the harness runs them in parallel) plus a
+//! test that no lab scenario is left out:
+//!
+//! ```text
+//! // adapter-blocking/tests/conformance.rs, whole:
+//! use polite_blocking::{Threads, UreqTransport, block_on};
+//!
+//! fn run(name: &str) {
+//!     if let Err(report) = block_on(polite_lab::runner::run::<Threads, _>(name, UreqTransport::default())) {
+//!         panic!("{report}");
+//!     }
+//! }
+//!
+//! polite_lab::conformance_tests!(run);
+//! ```
+//!
+//! [`hostile`] does the same for answers that repeating cannot cure
+//! (`polite_lab::hostile_tests!`).
 
 use std::time::Instant;
 
+pub mod hostile;
+
 use bytes::Bytes;
+use polite_client::{
+    Client, Config, Error, JsonJob, Observed as Seen, Runtime, Throttle, Transport,
+};
 use polite_core::Outcome;
-use polite_lab::Lab;
-use polite_lab::conformance::{self, ExpectedOutcome, Observed, Work};
 
-use crate::client::{Client, Config};
-use crate::error::Error;
-use crate::job::JsonJob;
-use crate::transport::{CancelToken, Clock, Transport};
+use crate::Lab;
+use crate::conformance::{self, ExpectedOutcome, Observed, Work};
 
-/// The conformance name of an outcome.
+/// The conformance name of an outcome (`None`: a success).
+///
+/// ```
+/// use polite_lab::conformance::ExpectedOutcome;
+/// use polite_core::Outcome;
+/// assert_eq!(polite_lab::runner::expected(Some(Outcome::Cancelled)), ExpectedOutcome::Cancelled);
+/// assert_eq!(polite_lab::runner::expected(None), ExpectedOutcome::Succeeded);
+/// ```
 #[must_use]
 pub fn expected(outcome: Option<Outcome>) -> ExpectedOutcome {
     match outcome {
@@ -49,18 +75,18 @@ fn request(method: &str, url: String) -> Result<http::Request<Bytes>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Runs the named lab scenario with a client over `transport`, clocks from
-/// `clock`, and a [`CancelToken`] cancelled from a thread when the scenario
+/// Runs the named lab scenario with a `Client<R, T>` over `transport`, and
+/// the runtime's cancel token cancelled from a thread when the scenario
 /// says so. `Err` carries the lab's readable report of what differed.
 ///
 /// # Errors
 ///
 /// The scenario's check failed, or the scenario could not be set up.
-pub async fn run<T, K>(name: &str, transport: T, clock: impl Fn() -> K) -> Result<(), String>
+pub async fn run<R, T>(name: &str, transport: T) -> Result<(), String>
 where
+    R: Runtime,
     T: Transport,
     T::Sending: Unpin,
-    K: Clock,
 {
     let scenario = conformance::scenario(name).ok_or_else(|| format!("no scenario {name}"))?;
     let lab = Lab::start(scenario.lab.clone()).map_err(|e| e.to_string())?;
@@ -70,24 +96,34 @@ where
         ..Config::default()
     };
     match work {
-        Work::Wait { long_poll, .. } => config.poll.long_poll_first = *long_poll,
+        Work::Wait { long_poll, .. } => config.wait.long_poll_first = *long_poll,
         Work::Batch {
             concurrency,
             throttle,
             ..
         } => {
             config.concurrency = u32::try_from(*concurrency).map_err(|e| e.to_string())?;
-            config.throttle = *throttle;
+            config.throttle = throttle.map(|(limit, window)| Throttle::new(limit, window));
         }
         Work::Send { .. } => {}
     }
-    let client = Client::new(transport, config).map_err(|e| e.to_string())?;
-    let token = CancelToken::new();
+    let notices = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client = Client::<R, T>::with_transport(transport, config)
+        .map_err(|e| e.to_string())?
+        .observe({
+            let notices = std::sync::Arc::clone(&notices);
+            move |seen| {
+                if let Seen::Notice(_) = seen {
+                    notices.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+    let token = R::Token::default();
     if let Some(after) = work.cancel_after() {
         let token = token.clone();
         std::thread::spawn(move || {
             std::thread::sleep(after);
-            token.cancel();
+            R::cancel(&token);
         });
     }
     let start = Instant::now();
@@ -105,17 +141,14 @@ where
                     http::HeaderValue::from_static("conformance"),
                 );
             }
-            let result = client.send_with(req, clock(), token).await;
+            let result = R::settle(client.send_cancellable(req, &token)).await;
             Observed::new(observed(&result), start.elapsed())
         }
         Work::Wait { path, .. } => {
             let req = request("GET", lab.url(path))?;
-            let mut notices = 0;
-            let result = client
-                .wait_with(req, &mut JsonJob::new("status"), clock(), token, |_| {
-                    notices += 1;
-                })
-                .await;
+            let mut job = JsonJob::new("status");
+            let result = R::settle(client.wait_cancellable(req, &mut job, &token)).await;
+            let notices = notices.load(std::sync::atomic::Ordering::Relaxed);
             if notices > 1 {
                 return Err(format!("{name}: the fallback notice came {notices} times"));
             }
@@ -130,8 +163,7 @@ where
                 .iter()
                 .map(|p| request(method, lab.url(p)))
                 .collect::<Result<Vec<_>, _>>()?;
-            let results = client
-                .batch_with(requests, clock(), token)
+            let results = R::settle(client.batch_cancellable(requests, &token))
                 .await
                 .map_err(|e| e.to_string())?;
             Observed::batch(results.iter().map(observed).collect(), start.elapsed())
@@ -141,6 +173,10 @@ where
 }
 
 /// Every scenario name the suite has, for [`conformance_tests!`](crate::conformance_tests).
+///
+/// ```
+/// assert!(polite_lab::runner::names().contains(&"retry_then_success"));
+/// ```
 #[must_use]
 pub fn names() -> Vec<&'static str> {
     conformance::scenarios().iter().map(|s| s.name).collect()
@@ -184,7 +220,7 @@ macro_rules! conformance_tests {
         #[test]
         fn every_lab_scenario_is_run_here() {
             let here = [$(stringify!($name)),*];
-            for name in $crate::conformance::names() {
+            for name in $crate::runner::names() {
                 assert!(here.contains(&name), "lab scenario {name} is not run here");
             }
         }

@@ -1,0 +1,296 @@
+//! `polite_client::Client` on a runtime of the test's own: virtual time
+//! (sleeps advance a thread-local clock at once), calls that block, and a
+//! scripted in-memory transport. What every adapter inherits: retries by
+//! class, the observer, the shared pace across clones, cancel, the wait's
+//! fallback notice, batch order, and configuration errors.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::{Future, Ready, ready};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use polite_client::api::{Jitter, Outcome, RetryPolicy};
+use polite_client::{
+    CancelToken, Client, Clock, Config, JsonJob, Observed, Runtime, Throttle, Transport,
+    TransportError,
+};
+
+thread_local! {
+    /// This test thread's virtual time (every call blocks on the calling thread).
+    static NOW: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+fn now() -> Instant {
+    NOW.with(|n| match n.get() {
+        Some(t) => t,
+        None => {
+            let t = Instant::now();
+            n.set(Some(t));
+            t
+        }
+    })
+}
+
+/// Virtual time: a sleep moves the clock to its instant and is over.
+struct Virtual;
+impl Clock for Virtual {
+    fn now(&self) -> Instant {
+        now()
+    }
+    fn wall(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+    fn poll_sleep(&mut self, _: &mut Context<'_>, until: Instant) -> Poll<()> {
+        NOW.with(|n| n.set(Some(until.max(now()))));
+        Poll::Ready(())
+    }
+}
+
+/// Calls block on a poll loop; nothing here ever waits for real.
+struct Sim;
+impl Runtime for Sim {
+    type Clock = Virtual;
+    type Token = CancelToken;
+    type Cancel = CancelToken;
+    type Call<F: Future> = F::Output;
+    type Ready = Script;
+    fn clock() -> Virtual {
+        Virtual
+    }
+    fn watch(token: &CancelToken) -> CancelToken {
+        token.clone()
+    }
+    fn cancel(token: &CancelToken) {
+        token.cancel();
+    }
+    fn call<F: Future>(call: F) -> F::Output {
+        let mut call = std::pin::pin!(call);
+        for _ in 0..10_000 {
+            if let Poll::Ready(out) = call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                return out;
+            }
+        }
+        panic!("a call on virtual time kept pending");
+    }
+    fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> {
+        ready(output)
+    }
+}
+
+/// A header, by name and value.
+type Header = (&'static str, &'static str);
+/// One scripted answer: status, headers, body.
+type Answer = (u16, Vec<Header>, &'static str);
+
+/// Answers from a script (status, headers, body), records each send's
+/// virtual instant and path; out of script, 200.
+#[derive(Clone, Debug, Default)]
+struct Script {
+    answers: Arc<Mutex<VecDeque<Answer>>>,
+    sent: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+impl Script {
+    fn of(answers: &[(u16, &[Header], &'static str)]) -> Script {
+        let s = Script::default();
+        *s.answers.lock().unwrap() = answers
+            .iter()
+            .map(|(c, h, b)| (*c, h.to_vec(), *b))
+            .collect();
+        s
+    }
+    fn sent(&self) -> Vec<(Instant, String)> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+impl Transport for Script {
+    type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    fn send(&self, request: http::Request<Bytes>, _: Instant) -> Self::Sending {
+        self.sent
+            .lock()
+            .unwrap()
+            .push((now(), request.uri().to_string()));
+        let (status, headers, body) =
+            self.answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or((200, Vec::new(), "ok"));
+        let mut r = http::Response::new(Bytes::from_static(body.as_bytes()));
+        *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
+        for (k, v) in headers {
+            r.headers_mut().insert(k, http::HeaderValue::from_static(v));
+        }
+        ready(Ok(r))
+    }
+}
+
+fn get(path: &str) -> http::Request<Bytes> {
+    http::Request::get(format!("http://127.0.0.1:9{path}"))
+        .body(Bytes::new())
+        .unwrap()
+}
+
+fn quiet() -> Config {
+    let mut retry = RetryPolicy::default();
+    retry.backoff.jitter = Jitter::None;
+    Config {
+        retry,
+        seed: Some(1),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn send_retries_by_class_and_the_observer_sees_every_attempt() {
+    let script = Script::of(&[
+        (503, &[], ""),
+        (429, &[("retry-after", "3")], ""),
+        (200, &[], "hi"),
+    ]);
+    let records = Arc::new(AtomicUsize::new(0));
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet())
+        .unwrap()
+        .observe({
+            let records = Arc::clone(&records);
+            move |seen| {
+                if let Observed::Record(_) = seen {
+                    records.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    let t0 = now();
+    let resp = client.send(get("/a")).unwrap();
+    assert_eq!(resp.body().as_ref(), b"hi");
+    assert_eq!(records.load(Ordering::Relaxed), 3);
+    let sent = script.sent();
+    assert_eq!(sent.len(), 3);
+    // The third send waited out the server's 3 s, not less.
+    assert!(
+        sent[2].0 - sent[1].0 >= Duration::from_secs(3),
+        "{:?}",
+        sent[2].0 - t0
+    );
+}
+
+#[test]
+fn clones_share_the_pace_but_an_observer_belongs_to_its_client() {
+    let script = Script::of(&[(429, &[("retry-after", "5")], ""), (200, &[], "")]);
+    let plain: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let watched = plain.clone().observe({
+        let seen = Arc::clone(&seen);
+        move |_| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    // A 429 with Retry-After: 5 on the watched clone's call ...
+    assert!(watched.send(get("/a")).is_ok());
+    let after_watched = seen.load(Ordering::Relaxed);
+    assert!(
+        after_watched >= 2,
+        "the watched client's records reach its observer"
+    );
+    // ... and the plain clone's next send still waits for the shared cool-down.
+    let first = script.sent()[0].0;
+    assert!(plain.send(get("/b")).is_ok());
+    assert_eq!(
+        seen.load(Ordering::Relaxed),
+        after_watched,
+        "not the plain clone's records"
+    );
+    let last = script.sent().last().unwrap().0;
+    assert!(last - first >= Duration::from_secs(5), "{:?}", last - first);
+}
+
+#[test]
+fn a_token_cancelled_before_the_call_sends_nothing() {
+    let script = Script::default();
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let token = CancelToken::new();
+    Sim::cancel(&token);
+    let err = client.send_cancellable(get("/a"), &token).unwrap_err();
+    assert_eq!(err.outcome(), Some(Outcome::Cancelled));
+    let results = client
+        .batch_cancellable(vec![get("/a"), get("/b")], &token)
+        .unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| r.as_ref().unwrap_err().outcome() == Some(Outcome::Cancelled))
+    );
+    assert!(script.sent().is_empty());
+}
+
+#[test]
+fn wait_falls_back_once_with_one_notice_and_hands_back_the_state() {
+    let script = Script::of(&[
+        (400, &[], r#"{"code":"VALIDATION_ERROR"}"#),
+        (200, &[], r#"{"status":"running"}"#),
+        (200, &[], r#"{"status":"done"}"#),
+    ]);
+    let notices = Arc::new(AtomicUsize::new(0));
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet())
+        .unwrap()
+        .observe({
+            let notices = Arc::clone(&notices);
+            move |seen| {
+                if let Observed::Notice(_) = seen {
+                    notices.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    let done = client
+        .wait(get("/runs/1"), &mut JsonJob::new("status"))
+        .unwrap();
+    assert_eq!(done.state, "done");
+    assert_eq!(notices.load(Ordering::Relaxed), 1);
+    let sent = script.sent();
+    assert!(sent[0].1.contains("waitSeconds="), "{sent:?}");
+    assert!(!sent[1].1.contains("waitSeconds="), "{sent:?}");
+}
+
+#[test]
+fn batch_results_come_back_in_input_order() {
+    let script = Script::of(&[(404, &[], ""), (200, &[], "")]);
+    let client: Client<Sim, Script> = Client::with_transport(
+        script,
+        Config {
+            concurrency: 1,
+            ..quiet()
+        },
+    )
+    .unwrap();
+    let results = client.batch(vec![get("/a"), get("/b")]).unwrap();
+    assert_eq!(
+        results[0].as_ref().unwrap_err().outcome(),
+        Some(Outcome::NotRetryable { status: 404 })
+    );
+    assert!(results[1].is_ok());
+}
+
+#[test]
+fn a_configuration_that_makes_no_sense_is_an_error_not_a_panic() {
+    let bad_param = Config {
+        wait: polite_client::WaitConfig {
+            wait_param: "wait seconds",
+            ..Default::default()
+        },
+        ..quiet()
+    };
+    let err = Client::<Sim, Script>::with_transport(Script::default(), bad_param).unwrap_err();
+    assert!(err.to_string().contains("wait_param"), "{err}");
+    let no_sends = Config {
+        throttle: Some(Throttle::new(0, Duration::from_secs(1))),
+        ..quiet()
+    };
+    assert!(Client::<Sim, Script>::with_transport(Script::default(), no_sends).is_err());
+    // The runtime's own transport: Client::new() with the default configuration.
+    let client = Client::<Sim, Script>::new();
+    assert_eq!(client.config(), &Config::default());
+}
