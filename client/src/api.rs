@@ -21,6 +21,8 @@ pub use crate::config::{Config, Throttle, WaitConfig};
 pub use crate::ctrl_c::CtrlCError;
 pub use crate::error::{Error, TransportError};
 pub use crate::job::JsonJob;
+pub use crate::options::CallOptions;
+pub use crate::paces::{PaceBy, PaceKey};
 pub use crate::redirect::RedirectPolicy;
 pub use crate::runtime::{BoxSending, Runtime};
 pub use crate::transport::{Cancel, Clock, Transport};

@@ -13,15 +13,17 @@ use bytes::Bytes;
 use polite_core::AttemptRecord;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
 use polite_core::{
-    BatchMachine, Method, Notice, Outcome, Paced, PollMachine, RateThrottle, RequestId,
-    RequestInfo, RetryMachine, SplitMix64,
+    BatchMachine, Method, Notice, Outcome, Paced, PollMachine, PollPolicy, RequestId, RequestInfo,
+    RetryMachine, RetryPolicy, SplitMix64,
 };
 
 use crate::answer::HttpAnswer;
-use crate::config::{Config, Throttle};
+use crate::config::Config;
 use crate::error::Error;
 use crate::io::HttpIo;
+use crate::options::CallOptions;
 use crate::pace::ClientPace;
+use crate::paces::{PaceKey, Paces};
 use crate::runtime::Runtime;
 use crate::trace::trace_record;
 use crate::transport::{Cancel, Clock, NeverCancel, Transport};
@@ -53,7 +55,7 @@ pub struct Client<R, T> {
 struct Shared<T> {
     transport: T,
     config: Config,
-    pace: Arc<Mutex<ClientPace>>,
+    paces: Paces,
     ids: AtomicU64,
     entropy: u64,
 }
@@ -158,21 +160,13 @@ where
             ));
         }
         config.batch_policy().validate()?;
-        let throttle = match (config.throttle, config.learn_quota) {
-            (Some(Throttle { limit, window }), _) => Some(RateThrottle::new(limit, window)?),
-            (None, Some(max)) => Some(RateThrottle::learning(max)?),
-            (None, None) => None,
-        };
+        let paces = Paces::new(&config)?;
         let entropy = RandomState::new().build_hasher().finish();
-        let mut pace = ClientPace::new(throttle);
-        if config.adaptive {
-            pace = pace.adaptive();
-        }
         Ok(Client {
             shared: Arc::new(Shared {
                 transport,
                 config,
-                pace: Arc::new(Mutex::new(pace)),
+                paces,
                 ids: AtomicU64::new(1),
                 entropy,
             }),
@@ -225,7 +219,27 @@ where
         &self,
         request: http::Request<Bytes>,
     ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>>> {
-        R::call(self.send_in(request, NeverCancel))
+        R::call(self.send_in(&self.shared.transport, request, NeverCancel))
+    }
+
+    /// Like [`send`](Self::send), over `transport` instead of the client's
+    /// own, with the client's configuration and paces: for middleware that
+    /// is handed the next layer per call (reqwest-middleware's `Next`, a
+    /// tower service). Dropping the future cancels the call.
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Self::send).
+    pub fn send_via<'a, U>(
+        &'a self,
+        transport: &'a U,
+        request: http::Request<Bytes>,
+    ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>> + 'a>
+    where
+        U: Transport,
+        U::Sending: Unpin,
+    {
+        R::call(self.send_in(transport, request, NeverCancel))
     }
 
     /// Like [`send`](Self::send), ended at once (`Cancelled`) when `token`
@@ -241,7 +255,7 @@ where
         request: http::Request<Bytes>,
         token: &R::Token,
     ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>>> {
-        R::call(self.send_in(request, R::watch(token)))
+        R::call(self.send_in(&self.shared.transport, request, R::watch(token)))
     }
 
     /// Waits for a remote job: polls `request` (normally a `GET` of the job
@@ -284,6 +298,11 @@ where
     /// client's shared pace; an item that ends `RateLimited` is restarted
     /// after the server's time while the deadline allows. Results come back
     /// in input order, one per request.
+    ///
+    /// The batch runs under the client's timeout and retry rules, paced by
+    /// the pace of its first request (its origin, or the key its
+    /// [`CallOptions`] name): the items of one batch share one pace even
+    /// when they go to several hosts.
     ///
     /// # Errors
     ///
@@ -329,26 +348,31 @@ where
     /// client's shared pace, driven by the one drive loop over this call's
     /// `Io`, records and notices to `tracing` and the observer. Returns the
     /// outcome and the last answer.
-    async fn drive_one<M, C, J>(
+    #[allow(clippy::too_many_arguments)]
+    async fn drive_one<U, M, C, J>(
         &self,
+        transport: &U,
         machine: M,
         request: &http::Request<Bytes>,
-        now: std::time::Instant,
+        call: &Started<'_>,
         clock: R::Clock,
         cancel: C,
         classify: &mut J,
     ) -> Ended
     where
+        U: Transport,
+        U::Sending: Unpin,
         M: polite_core::Machine,
         C: Cancel,
         J: Classify<HttpAnswer> + ?Sized,
     {
         let config = &self.shared.config;
-        let mut machine = Paced::new(machine, Arc::clone(&self.shared.pace), now)
-            .retry_after_limits(config.retry.retry_after)
+        let now = call.now;
+        let mut machine = Paced::new(machine, call.pace(), now)
+            .retry_after_limits(call.retry.retry_after)
             .rate_limit_headers(config.rate_limit_headers);
         let mut io = HttpIo::new(
-            &self.shared.transport,
+            transport,
             clock,
             cancel,
             std::slice::from_ref(request),
@@ -365,25 +389,55 @@ where
         }
     }
 
-    async fn send_in<C: Cancel>(
+    /// What a call starts with: its id, clock reading, options and pace.
+    fn start(&self, request: &http::Request<Bytes>, now: std::time::Instant) -> Started<'_> {
+        let options = CallOptions::of(request);
+        let paces = &self.shared.paces;
+        let key = options
+            .pace_key
+            .clone()
+            .unwrap_or_else(|| paces.key_of(request));
+        Started {
+            id: self.next_id(),
+            now,
+            retry: options.retry.unwrap_or(self.shared.config.retry),
+            timeout: options.timeout.unwrap_or(self.shared.config.timeout),
+            paces,
+            key,
+        }
+    }
+
+    async fn send_in<U, C>(
         &self,
+        transport: &U,
         request: http::Request<Bytes>,
         cancel: C,
-    ) -> Result<http::Response<Bytes>, Error> {
-        let id = self.next_id();
+    ) -> Result<http::Response<Bytes>, Error>
+    where
+        U: Transport,
+        U::Sending: Unpin,
+        C: Cancel,
+    {
         let clock = R::clock();
-        let now = clock.now();
-        let config = &self.shared.config;
+        let call = self.start(&request, clock.now());
         let machine = RetryMachine::new(
-            config.retry,
-            request_info(id, &request),
-            self.rng(id),
-            now,
-            config.timeout,
+            call.retry,
+            request_info(call.id, &request),
+            self.rng(call.id),
+            call.now,
+            call.timeout,
         )?;
-        self.drive_one(machine, &request, now, clock, cancel, &mut NoJobs)
-            .await
-            .finish()
+        self.drive_one(
+            transport,
+            machine,
+            &request,
+            &call,
+            clock,
+            cancel,
+            &mut NoJobs,
+        )
+        .await
+        .finish()
     }
 
     async fn wait_in<J: Classify<HttpAnswer>, C: Cancel>(
@@ -392,19 +446,22 @@ where
         classify: &mut J,
         cancel: C,
     ) -> Result<JobDone, Error> {
-        let id = self.next_id();
         let clock = R::clock();
-        let now = clock.now();
-        let config = &self.shared.config;
+        let call = self.start(&request, clock.now());
+        let policy = PollPolicy {
+            retry: call.retry,
+            ..self.shared.config.poll_policy()
+        };
         let machine = PollMachine::new(
-            config.poll_policy(),
-            request_info(id, &request),
-            self.rng(id),
-            now,
-            config.timeout,
+            policy,
+            request_info(call.id, &request),
+            self.rng(call.id),
+            call.now,
+            call.timeout,
         )?;
+        let transport = &self.shared.transport;
         let ended = self
-            .drive_one(machine, &request, now, clock, cancel, classify)
+            .drive_one(transport, machine, &request, &call, clock, cancel, classify)
             .await;
         match (ended.outcome, ended.last) {
             (Outcome::Terminal { state }, Some(response)) => Ok(JobDone {
@@ -437,11 +494,22 @@ where
             .collect();
         let clock = R::clock();
         let now = clock.now();
+        // One pace for the batch: its first request's (see `batch`).
+        let paces = &self.shared.paces;
+        let key = requests.first().map_or_else(
+            || PaceKey::new(""),
+            |first| {
+                CallOptions::of(first)
+                    .pace_key
+                    .unwrap_or_else(|| paces.key_of(first))
+            },
+        );
+        let pace = paces.get(&key, now);
         let mut machine = BatchMachine::new(
             config.batch_policy(),
             infos,
             self.rng(first),
-            Arc::clone(&self.shared.pace),
+            pace,
             now,
             config.timeout,
         )?
@@ -504,7 +572,7 @@ impl<R, T: std::fmt::Debug> std::fmt::Debug for Client<R, T> {
         f.debug_struct("Client")
             .field("transport", &self.shared.transport)
             .field("config", &self.shared.config)
-            .field("pace", &self.shared.pace)
+            .field("paces", &self.shared.paces.len())
             .field("observer", &self.observer.as_ref().map(|_| "Fn"))
             .finish_non_exhaustive()
     }
@@ -539,6 +607,23 @@ impl Observe for Tracing<'_> {
         if let Some(o) = self.observer {
             o(Observed::Notice(notice));
         }
+    }
+}
+
+/// A call as it starts: its id and instant, its retry rules and budget
+/// (the client's, or its [`CallOptions`]'), and the key of its pace.
+struct Started<'c> {
+    id: u64,
+    now: std::time::Instant,
+    retry: RetryPolicy,
+    timeout: Duration,
+    paces: &'c Paces,
+    key: PaceKey,
+}
+
+impl Started<'_> {
+    fn pace(&self) -> Arc<Mutex<ClientPace>> {
+        self.paces.get(&self.key, self.now)
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use polite_core::ratelimit::RateLimitHeaders;
 use polite_core::{Backoff, BatchPolicy, PollPolicy, RetryPolicy, TerminalStates};
 
+use crate::paces::PaceBy;
 use crate::redirect::RedirectPolicy;
 
 /// What a [`Client`](crate::Client) applies to every call.
@@ -36,8 +37,11 @@ pub struct Config {
     pub wait: WaitConfig,
     /// A fixed seed for jitter (reproducible runs); default: process entropy.
     pub seed: Option<u64>,
-    /// A client-side sliding-window throttle shared by every call of the
-    /// client. Default: none (the server's cool-downs, a quota learnt from
+    /// Which calls share one pace (default: the calls to one origin; a 429
+    /// from one API never holds back calls to another). See [`PaceBy`].
+    pub pace_by: PaceBy,
+    /// A client-side sliding-window throttle, one per pace (per origin by
+    /// default). Default: none (the server's cool-downs, a quota learnt from
     /// its `RateLimit-Policy` and the adaptive rate pace the calls).
     pub throttle: Option<Throttle>,
     /// How many requests of one `batch` are in flight at once. Default 4.
@@ -71,6 +75,7 @@ impl Default for Config {
             redirects: RedirectPolicy::default(),
             wait: WaitConfig::default(),
             seed: None,
+            pace_by: PaceBy::Origin,
             throttle: None,
             concurrency: 4,
             max_restarts: 2,

@@ -71,6 +71,25 @@ impl ClientPace {
         self
     }
 
+    /// Whether the pace holds nothing worth keeping at `now`: no cool-down
+    /// still running. (A throttle's log and an adaptive rate are
+    /// relearnt after an idle spell.)
+    ///
+    /// ```
+    /// use polite_client::ClientPace;
+    /// use polite_core::Pace;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut p = ClientPace::new(None);
+    /// p.cool_down(t0 + Duration::from_secs(5));
+    /// assert!(!p.quiet_at(t0));
+    /// assert!(p.quiet_at(t0 + Duration::from_secs(5)));
+    /// ```
+    #[must_use]
+    pub fn quiet_at(&self, now: Instant) -> bool {
+        self.cooling_until.is_none_or(|until| until <= now)
+    }
+
     /// The throttle, if one is configured.
     #[must_use]
     pub fn throttle(&self) -> Option<&RateThrottle> {

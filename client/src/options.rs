@@ -1,0 +1,78 @@
+//! [`CallOptions`]: what one call may change without a new client, carried
+//! in the request's extensions (so it passes through middleware and tower
+//! stacks untouched).
+
+use std::time::Duration;
+
+use polite_core::RetryPolicy;
+
+use crate::paces::PaceKey;
+
+/// Per-call settings, put in the request's extensions: a handler passing
+/// down the budget it has left, a call with its own retry rules, a call
+/// paced under its own key (a tenant, an account). Unset fields fall back
+/// to the client's [`Config`](crate::Config).
+///
+/// ```
+/// use bytes::Bytes;
+/// use polite_client::{CallOptions, PaceKey};
+/// use std::time::Duration;
+///
+/// let mut request = http::Request::get("https://api.example.com/x").body(Bytes::new()).unwrap();
+/// request.extensions_mut().insert(
+///     CallOptions::new().timeout(Duration::from_millis(800)).pace_key(PaceKey::new("tenant-7")),
+/// );
+/// assert_eq!(CallOptions::of(&request).timeout, Some(Duration::from_millis(800)));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// This call's budget instead of [`Config::timeout`](crate::Config::timeout)
+    /// (its deadline is fixed when the call starts).
+    pub timeout: Option<Duration>,
+    /// This call's retry rules instead of [`Config::retry`](crate::Config::retry).
+    pub retry: Option<RetryPolicy>,
+    /// The pace this call shares, instead of the one its
+    /// [`PaceBy`](crate::PaceBy) picks.
+    pub pace_key: Option<PaceKey>,
+}
+
+impl CallOptions {
+    /// No overrides.
+    #[must_use]
+    pub fn new() -> CallOptions {
+        CallOptions::default()
+    }
+
+    /// This call's budget.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> CallOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// This call's retry rules (checked when the call starts: a policy
+    /// that makes no sense is the call's [`Error::Policy`](crate::Error::Policy)).
+    #[must_use]
+    pub fn retry(mut self, retry: RetryPolicy) -> CallOptions {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// The pace this call shares.
+    #[must_use]
+    pub fn pace_key(mut self, key: PaceKey) -> CallOptions {
+        self.pace_key = Some(key);
+        self
+    }
+
+    /// The options `request` carries (none: the defaults).
+    #[must_use]
+    pub fn of<B>(request: &http::Request<B>) -> CallOptions {
+        request
+            .extensions()
+            .get::<CallOptions>()
+            .cloned()
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,308 @@
+//! [`Paces`]: one [`ClientPace`] per key (SPEC §4.2) — by default per
+//! origin, so a 429 from one API never holds back calls to another — with
+//! idle keys dropped so memory stays bounded with many hosts.
+
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use polite_core::RateThrottle;
+
+use crate::config::{Config, Throttle};
+use crate::error::Error;
+use crate::pace::ClientPace;
+
+/// Which calls of a client share one pace (throttle, cool-down, learnt
+/// quota, adaptive rate). A call can name its own key instead
+/// ([`CallOptions::pace_key`](crate::CallOptions::pace_key)).
+///
+/// ```
+/// use polite_client::{Config, PaceBy};
+/// let per_token = Config { pace_by: PaceBy::Header("authorization"), ..Config::default() };
+/// assert_eq!(Config::default().pace_by, PaceBy::Origin);
+/// # drop(per_token);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PaceBy {
+    /// One pace per origin (scheme, host, port). The default.
+    #[default]
+    Origin,
+    /// One pace per value of this request header (an API key, a tenant id)
+    /// and origin. The value is kept only as a keyed hash, never as is;
+    /// a request without the header shares its origin's pace.
+    Header(&'static str),
+    /// One pace for every call of the client, whatever the host.
+    Client,
+}
+
+/// The key a call's pace is looked up by.
+///
+/// ```
+/// use polite_client::PaceKey;
+/// let uri: http::Uri = "https://api.example.com/v1/items?x=1".parse().unwrap();
+/// assert_eq!(PaceKey::origin(&uri), PaceKey::new("https://api.example.com:443"));
+/// let other: http::Uri = "http://api.example.com/".parse().unwrap();
+/// assert_ne!(PaceKey::origin(&uri), PaceKey::origin(&other));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PaceKey(Arc<str>);
+
+impl PaceKey {
+    /// A key of your own (a tenant, an account): calls with equal keys
+    /// share one pace.
+    #[must_use]
+    pub fn new(key: impl Into<Arc<str>>) -> PaceKey {
+        PaceKey(key.into())
+    }
+
+    /// The origin of `uri`: scheme, host and port (the scheme's default
+    /// port when none is given). No path, query or user info.
+    #[must_use]
+    pub fn origin(uri: &http::Uri) -> PaceKey {
+        let scheme = uri.scheme_str().unwrap_or("http");
+        let host = uri.host().unwrap_or("");
+        let port = uri.port_u16().unwrap_or(match scheme {
+            "https" => 443,
+            _ => 80,
+        });
+        PaceKey(format!("{scheme}://{host}:{port}").into())
+    }
+
+    /// The key as text (an origin, `origin#hash` for a header, or your own).
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Unused keys idle this long (and not cooling down) are dropped.
+const IDLE: Duration = Duration::from_secs(600);
+/// A sweep runs when a new key would make the map this large.
+const SWEEP_AT: usize = 64;
+/// The most keys kept: past it, the least recently used unused keys go.
+const MAX_KEYS: usize = 1024;
+
+/// One [`ClientPace`] per [`PaceKey`], made on first use from the client's
+/// configuration; the entries no call holds and that have been idle for
+/// ten minutes (and are not cooling down) are dropped when new keys
+/// arrive, and never more than 1,024 keys are kept.
+#[derive(Debug)]
+pub struct Paces {
+    by: PaceBy,
+    throttle: Option<Throttle>,
+    learn_quota: Option<u32>,
+    adaptive: bool,
+    hasher: RandomState,
+    map: Mutex<HashMap<PaceKey, Entry>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    pace: Arc<Mutex<ClientPace>>,
+    used: Instant,
+}
+
+impl Paces {
+    /// The paces `config` asks for (none made yet).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] for a throttle or quota that makes no sense.
+    pub fn new(config: &Config) -> Result<Paces, Error> {
+        let paces = Paces {
+            by: config.pace_by,
+            throttle: config.throttle,
+            learn_quota: config.learn_quota,
+            adaptive: config.adaptive,
+            hasher: RandomState::new(),
+            map: Mutex::new(HashMap::new()),
+        };
+        paces.make()?; // reject a bad configuration now, not at the first call
+        Ok(paces)
+    }
+
+    fn make(&self) -> Result<ClientPace, Error> {
+        let throttle = match (self.throttle, self.learn_quota) {
+            (Some(Throttle { limit, window }), _) => Some(RateThrottle::new(limit, window)?),
+            (None, Some(max)) => Some(RateThrottle::learning(max)?),
+            (None, None) => None,
+        };
+        let pace = ClientPace::new(throttle);
+        Ok(if self.adaptive { pace.adaptive() } else { pace })
+    }
+
+    /// The key of `request` by the client's [`PaceBy`].
+    pub fn key_of(&self, request: &http::Request<bytes::Bytes>) -> PaceKey {
+        match self.by {
+            PaceBy::Client => PaceKey::new(""),
+            PaceBy::Origin => PaceKey::origin(request.uri()),
+            PaceBy::Header(name) => {
+                let origin = PaceKey::origin(request.uri());
+                match request.headers().get(name) {
+                    Some(value) => {
+                        let hash = self.hasher.hash_one(value.as_bytes());
+                        PaceKey(format!("{}#{hash:016x}", origin.0).into())
+                    }
+                    None => origin,
+                }
+            }
+        }
+    }
+
+    /// The pace of `key` at `now`, made if new.
+    pub fn get(&self, key: &PaceKey, now: Instant) -> Arc<Mutex<ClientPace>> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = map.get_mut(key) {
+            e.used = e.used.max(now);
+            return Arc::clone(&e.pace);
+        }
+        if map.len() >= SWEEP_AT {
+            sweep(&mut map, now);
+        }
+        let pace = match self.make() {
+            Ok(p) => p,
+            // Checked in `new` with the same settings.
+            Err(_) => ClientPace::new(None),
+        };
+        let pace = Arc::new(Mutex::new(pace));
+        map.insert(
+            key.clone(),
+            Entry {
+                pace: Arc::clone(&pace),
+                used: now,
+            },
+        );
+        pace
+    }
+
+    /// How many keys are held now.
+    ///
+    /// ```
+    /// let paces = polite_client::Paces::new(&polite_client::Config::default()).unwrap();
+    /// assert_eq!(paces.len(), 0);
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no key is held.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Drops the unused idle entries; past [`MAX_KEYS`], the least recently
+/// used unused ones too.
+fn sweep(map: &mut HashMap<PaceKey, Entry>, now: Instant) {
+    let unused = |e: &Entry| Arc::strong_count(&e.pace) == 1;
+    let quiet = |e: &Entry| {
+        e.pace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .quiet_at(now)
+    };
+    map.retain(|_, e| !(unused(e) && now.saturating_duration_since(e.used) >= IDLE && quiet(e)));
+    if map.len() >= MAX_KEYS {
+        let mut idle: Vec<(Instant, PaceKey)> = map
+            .iter()
+            .filter(|(_, e)| unused(e) && quiet(e))
+            .map(|(k, e)| (e.used, k.clone()))
+            .collect();
+        idle.sort_unstable_by_key(|(used, _)| *used);
+        for (_, k) in idle.into_iter().take(map.len() + 1 - MAX_KEYS) {
+            map.remove(&k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polite_core::Pace;
+
+    fn req(url: &str) -> http::Request<bytes::Bytes> {
+        http::Request::get(url).body(bytes::Bytes::new()).unwrap()
+    }
+
+    #[test]
+    fn origins_have_paces_of_their_own() {
+        let paces = Paces::new(&Config::default()).unwrap();
+        let t0 = Instant::now();
+        let a = paces.get(&paces.key_of(&req("http://127.0.0.1:1/x")), t0);
+        let b = paces.get(&paces.key_of(&req("http://127.0.0.1:2/x")), t0);
+        let a2 = paces.get(&paces.key_of(&req("http://127.0.0.1:1/other?q")), t0);
+        a.lock().unwrap().cool_down(t0 + Duration::from_secs(5));
+        assert!(
+            a2.lock().unwrap().acquire(t0).is_err(),
+            "same origin, same pace"
+        );
+        assert_eq!(
+            b.lock().unwrap().acquire(t0),
+            Ok(()),
+            "another origin is not held back"
+        );
+    }
+
+    #[test]
+    fn a_header_keyed_pace_never_keeps_the_value() {
+        let paces = Paces::new(&Config {
+            pace_by: PaceBy::Header("authorization"),
+            ..Config::default()
+        })
+        .unwrap();
+        let mut r = req("https://api.example.com/x");
+        r.headers_mut().insert(
+            "authorization",
+            http::HeaderValue::from_static("Bearer SECRET"),
+        );
+        let key = paces.key_of(&r);
+        assert!(!key.as_str().contains("SECRET"), "{key:?}");
+        assert!(key.as_str().starts_with("https://api.example.com:443#"));
+        assert_eq!(
+            paces.key_of(&req("https://api.example.com/x")),
+            PaceKey::origin(r.uri())
+        );
+    }
+
+    #[test]
+    fn idle_keys_go_and_the_map_stays_bounded() {
+        let paces = Paces::new(&Config::default()).unwrap();
+        let t0 = Instant::now();
+        let held = paces.get(&PaceKey::new("held"), t0);
+        let cooling = paces.get(&PaceKey::new("cooling"), t0);
+        cooling
+            .lock()
+            .unwrap()
+            .cool_down(t0 + Duration::from_secs(3600));
+        drop(cooling);
+        for i in 0..3000 {
+            let at = t0 + Duration::from_millis(i);
+            drop(paces.get(&PaceKey::new(format!("host-{i}")), at));
+        }
+        assert!(paces.len() <= MAX_KEYS, "{}", paces.len());
+        // Ten minutes later every unused quiet key goes at the next sweep.
+        let later = t0 + IDLE + Duration::from_secs(5);
+        for i in 0..SWEEP_AT {
+            drop(paces.get(&PaceKey::new(format!("late-{i}")), later));
+        }
+        assert!(paces.len() <= 2 * SWEEP_AT + 2, "{}", paces.len());
+        let map = paces.map.lock().unwrap();
+        assert!(
+            map.contains_key(&PaceKey::new("held")),
+            "a pace in use stays"
+        );
+        assert!(
+            map.contains_key(&PaceKey::new("cooling")),
+            "a pace cooling down stays"
+        );
+        drop(held);
+    }
+}
