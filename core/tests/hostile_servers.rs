@@ -13,14 +13,14 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use polite_core::testing::{
-    Checker, Input, Job, JobBoard, PollChecker, PollTrace, ScriptRunner, Scripted, Simulator,
-    SplitMix64, origin, run_script,
-};
 use polite_core::{
     Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PollMachine, PollMode,
     PollPolicy, RequestId, RequestInfo, Response, RetryAfterNote, RetryMachine, RetryPolicy,
-    SendPlan, StateName,
+    SendPlan, SplitMix64, StateName,
+};
+use polite_testing::{
+    Checker, Input, Job, JobBoard, PollChecker, PollTrace, ScriptRunner, Scripted, Simulator,
+    origin, run_script,
 };
 
 const MS: Duration = Duration::from_millis(1);

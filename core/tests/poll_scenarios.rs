@@ -7,12 +7,12 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::{JobBoard, PollTrace, Scripted, Simulator, SplitMix64, origin};
 use polite_core::{
     Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PolicyError, PollMachine,
     PollMode, PollPolicy, Reply, RequestId, RequestInfo, Response, RetryAfterNote, RetryClass,
-    SendPlan, StateName, TerminalStates, TransportErrorKind,
+    SendPlan, SplitMix64, StateName, TerminalStates, TransportErrorKind,
 };
+use polite_testing::{JobBoard, PollTrace, Scripted, Simulator, origin};
 
 const MS: Duration = Duration::from_millis(1);
 const S: Duration = Duration::from_secs(1);

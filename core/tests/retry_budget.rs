@@ -9,12 +9,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Jitter, Method, Outcome, Reply, RequestId,
     RequestInfo, Response, RetryBucket, RetryBudget, RetryClass, RetryCosts, RetryMachine,
-    RetryPolicy, TransportErrorKind, Unpaced, aws,
+    RetryPolicy, SplitMix64, TransportErrorKind, Unpaced, aws,
 };
+use polite_testing::{BatchChecker, Scripted, Simulator, origin};
 use proptest::prelude::*;
 
 const MS: Duration = Duration::from_millis(1);
@@ -245,7 +245,7 @@ fn the_aws_profile_classifies_by_error_code_through_the_simulator() {
     let mut m = RetryMachine::new(
         aws::standard(),
         RequestInfo::new(RequestId(1), Method::Get),
-        polite_core::testing::Fixed(u64::MAX),
+        polite_testing::Fixed(u64::MAX),
         t0,
         Duration::from_secs(60),
     )

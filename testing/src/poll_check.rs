@@ -8,15 +8,12 @@ use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
-use super::server_time::{self, NotBefore};
-use super::{Scripted, Simulator, Trace, Violation, violation};
-use crate::backoff;
-use crate::event::{Action, Event, JobReport, SendId, SendPlan};
-use crate::machine::Machine;
-use crate::outcome::{Outcome, RetryClass};
-use crate::poll::{Notice, PollMachine, PollPolicy};
-use crate::record::AttemptRecord;
-use crate::request::RequestInfo;
+use crate::server_time::{self, NotBefore};
+use crate::{Scripted, Simulator, Trace, Violation, class_index, unknown, violation};
+use polite_core::{
+    Action, AttemptRecord, Event, JobReport, Machine, Notice, Outcome, PollMachine, PollPolicy,
+    RequestInfo, RetryClass, SendId, SendPlan, backoff,
+};
 
 /// What the next action must be, learnt from the inputs since the last one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +82,8 @@ enum Expect {
 /// accepts any of the stops they could lead to.
 ///
 /// ```
-/// use polite_core::testing::{PollChecker, SplitMix64};
+/// use polite_testing::PollChecker;
+/// use polite_core::SplitMix64;
 /// use polite_core::{Action, Event, JobReport, Method, PollMachine, PollPolicy, RequestId,
 ///                   RequestInfo, Response};
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -144,19 +142,11 @@ pub struct PollChecker {
     schedule_floor: Option<Instant>,
 }
 
-fn class_index(class: RetryClass) -> usize {
-    match class {
-        RetryClass::RateLimited => 0,
-        RetryClass::ServerError => 1,
-        RetryClass::Transport => 2,
-    }
-}
-
 impl PollChecker {
     /// A checker for a `PollMachine` with this policy, request and deadline.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Method, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
@@ -200,7 +190,8 @@ impl PollChecker {
     /// their own arithmetic.
     ///
     /// ```
-    /// use polite_core::testing::{PollChecker, SplitMix64};
+    /// use polite_testing::PollChecker;
+    /// use polite_core::SplitMix64;
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -226,7 +217,7 @@ impl PollChecker {
     /// machine's `handle`).
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Action, Event, Method, Outcome, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -268,6 +259,7 @@ impl PollChecker {
                 }
                 None => false,
             },
+            other => unknown(other),
         };
         // Any event at or after the deadline ends the wait (an answer that
         // ended it otherwise set its own expectation above).
@@ -278,7 +270,7 @@ impl PollChecker {
     }
 
     /// An answer to the poll in flight, before the deadline.
-    fn response(&mut self, now: Instant, plan: SendPlan, r: &crate::event::Response<'_>) {
+    fn response(&mut self, now: Instant, plan: SendPlan, r: &polite_core::Response<'_>) {
         if let (Some(mine), Some(now_gen)) = (self.generation, r.generation)
             && mine != now_gen
         {
@@ -373,7 +365,7 @@ impl PollChecker {
     /// switch to backoff.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Method, Notice, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let mut c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
@@ -398,7 +390,7 @@ impl PollChecker {
     /// The [`Violation`] it breaks.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Action, Method, PollPolicy, RequestId, RequestInfo, SendId, SendPlan};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -608,7 +600,7 @@ impl PollChecker {
     /// The outcome seen, if the machine stopped.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Action, Method, Outcome, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -625,7 +617,7 @@ impl PollChecker {
     /// Whether the checker saw the server reject the wait parameter.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Method, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
@@ -658,7 +650,8 @@ struct Board {
 /// Cheap to clone: clones share one board.
 ///
 /// ```
-/// use polite_core::testing::{JobBoard, Scripted, Simulator, SplitMix64};
+/// use polite_testing::{JobBoard, Scripted, Simulator};
+/// use polite_core::SplitMix64;
 /// use polite_core::{JobReport, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
 /// use std::time::{Duration, Instant};
 ///
@@ -698,7 +691,7 @@ impl JobBoard {
     /// An empty board.
     ///
     /// ```
-    /// use polite_core::testing::JobBoard;
+    /// use polite_testing::JobBoard;
     /// let _board = JobBoard::new();
     /// ```
     #[must_use]
@@ -711,7 +704,7 @@ impl JobBoard {
     /// [`Simulator::server`].
     ///
     /// ```
-    /// use polite_core::testing::{JobBoard, Scripted, Simulator};
+    /// use polite_testing::{JobBoard, Scripted, Simulator};
     /// use polite_core::JobReport;
     /// use std::time::Instant;
     /// let board = JobBoard::new();
@@ -741,7 +734,8 @@ impl JobBoard {
     /// The first [`Violation`] the checker finds, or the simulator's own.
     ///
     /// ```
-    /// use polite_core::testing::{JobBoard, Simulator, SplitMix64};
+    /// use polite_testing::{JobBoard, Simulator};
+    /// use polite_core::SplitMix64;
     /// use polite_core::{Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
