@@ -3,6 +3,8 @@
 //! Written once, here, with no runtime dependency. Each adapter implements
 //! [`Io`] (a clock, a way to start a send, a timer and a cancellation signal)
 //! and calls [`drive`]; none contains a retry decision or a loop of its own.
+//! Nor does the test toolkit: the `polite-testing` simulator is a
+//! virtual-time [`Io`] that this same loop runs.
 //!
 //! The loop:
 //!

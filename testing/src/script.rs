@@ -3,10 +3,33 @@
 //! which play a script against any [`Machine`] in virtual time and check
 //! every step with an [`Invariants`] checker.
 //!
-//! The same scripts drive the property tests (`testing::strategies`,
-//! feature `proptest`), the fuzz targets (`testing::fuzz`, feature
-//! `arbitrary`) and the exhaustive explorer ([`explore`](crate::explore)):
-//! the rules live in the checkers, and every tool uses the same ones.
+//! The same scripts drive the property tests (`strategies`, feature
+//! `proptest`), the fuzz targets (`fuzz`, feature `arbitrary`) and the
+//! exhaustive explorer ([`explore`](crate::explore)): the rules live in the
+//! checkers, and every tool uses the same ones.
+//!
+//! ## Why a runner beside `drive`
+//!
+//! polite has one drive loop, [`polite_core::drive::drive`], and the
+//! [`Simulator`](crate::Simulator) runs machines through it. The
+//! `ScriptRunner` is the one other place that polls a machine's actions,
+//! because a script is *adversarial*: it is the world misbehaving, one
+//! event at a time, which no `Io` can express to `drive` —
+//!
+//! * events at any point, not only when the loop waits: an answer for a
+//!   send already answered (late, duplicated), an answer for a send never
+//!   made (stray), a tick at any instant, a cancel between any two events;
+//! * a clock that steps backwards (the `Io` contract says `now` is
+//!   monotonic; the machines must clamp when an adapter breaks it);
+//! * branching: the runner is `Clone` at every point of a script, so the
+//!   [explorer](crate::explore) plays each prefix once and forks from it,
+//!   and a fuzz case or a proptest shrinks script by script. A `drive`
+//!   future cannot be cloned mid-run.
+//!
+//! What it does between events is what `drive` does (poll actions until
+//! `SleepUntil` or `Stop`, keep the sends in flight, forward records and
+//! notices), but it takes no decision of its own: where `drive` would wait,
+//! the script says what happens next.
 //!
 //! ```
 //! use polite_testing::{Checker, Input, origin, run_script};
@@ -584,7 +607,17 @@ pub fn default_wall_clock() -> SystemTime {
 ///
 /// The runner is the adapter: after every event it polls actions until
 /// `SleepUntil` or `Stop`, keeps the sends in flight, and remembers the
-/// wake-up. [`finish`](Self::finish) settles the machine to its end (see
+/// wake-up.
+///
+/// **Why a runner beside [`polite_core::drive`]**: a script is the world
+/// misbehaving one event at a time — late, duplicated and stray answers,
+/// ticks and cancels between any two events, a clock stepping backwards —
+/// which no [`Io`](polite_core::drive::Io) can express to `drive` (its
+/// contract is a well-behaved world); and the runner is `Clone` at every
+/// point, so that the [explorer](crate::explore) can fork a run, which a
+/// `drive` future cannot. Between events it does what `drive` does and
+/// decides nothing of its own. For a well-behaved world, use the
+/// [`Simulator`](crate::Simulator), which runs `drive` itself. [`finish`](Self::finish) settles the machine to its end (see
 /// [`Settle`]), checks that it ends with exactly one, sticky outcome, and
 /// returns the [`Trace`]. Rules the runner checks itself, whatever the
 /// checker: `stop-sticky`, `terminates` (a `Stop` within 10,000 settling
@@ -859,6 +892,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             Trace {
                 steps: self.steps,
                 records: self.records,
+                notices: self.notices,
                 outcome,
                 ended_at,
             },
