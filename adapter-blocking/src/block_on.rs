@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn a_sleep_under_another_executor_uses_the_timer_thread() {
         let at = Instant::now() + Duration::from_millis(30);
-        polite_core::drive::block_on(sleep_until(at));
+        polite_testing::block_on(sleep_until(at));
         assert!(Instant::now() >= at);
         let late = Instant::now() - at;
         assert!(late < Duration::from_millis(50), "{late:?}");

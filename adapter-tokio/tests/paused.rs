@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::Fake;
-use polite_core::testing::{Scripted, Simulator};
 use polite_core::{
     Jitter, Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
 };
+use polite_testing::{Scripted, Simulator};
 use polite_tokio::{BoxSending, CancellationToken, Client, Config, Error, Transport};
 
 fn get() -> http::Request<Bytes> {

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use backon::BackoffBuilder;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use polite_core::testing::{SplitMix64, origin};
 use polite_core::{
     Action, Backoff, Event, Jitter, Method, RequestId, RequestInfo, Response, RetryMachine,
-    RetryPolicy, SendPlan,
+    RetryPolicy, SendPlan, SplitMix64,
 };
+use polite_testing::origin;
 
 fn in_flight(policy: RetryPolicy, t0: Instant) -> (RetryMachine<SplitMix64>, SendPlan) {
     let mut m = RetryMachine::new(

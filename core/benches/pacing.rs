@@ -23,11 +23,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use governor::clock::FakeRelativeClock;
 use governor::{Quota, RateLimiter};
-use polite_core::testing::{SplitMix64, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Pace, RateThrottle, RequestId, RequestInfo,
-    Response, SendPlan, Unpaced,
+    Response, SendPlan, SplitMix64, Unpaced,
 };
+use polite_testing::origin;
 
 const LIMIT: u32 = 50;
 const WINDOW: Duration = Duration::from_secs(60);

@@ -31,17 +31,17 @@
 //! transient, is throttling here.
 //!
 //! The scenarios fix the SDKs' jitter at 1; with polite, a generator that
-//! always yields `u64::MAX` (`testing::Fixed`, feature `testing`)
-//! gives `u = 1 - 2^-64`: delays 1 ns under the scenarios' numbers.
+//! always yields `u64::MAX` (`polite_testing::Fixed`, from the test
+//! toolkit crate) gives `u = 1 - 2^-64`: delays 1 ns under the scenarios' numbers.
 //!
 //! ```
 //! use polite_core::{Action, Event, Method, Outcome, RequestId, RequestInfo, Response, RetryMachine, aws};
-//! use polite_core::testing::{Fixed, origin};
+//! use polite_testing::Fixed;
 //! use std::sync::{Arc, Mutex};
-//! use std::time::{Duration, UNIX_EPOCH};
+//! use std::time::{Duration, Instant, UNIX_EPOCH};
 //!
 //! let quota = Arc::new(Mutex::new(aws::standard_bucket())); // shared by every request
-//! let t0 = origin();
+//! let t0 = Instant::now();
 //! let mut m = RetryMachine::new(aws::standard(), RequestInfo::new(RequestId(1), Method::Get),
 //!                               Fixed(u64::MAX), t0, Duration::from_secs(60)).unwrap()
 //!     .with_budget(Arc::clone(&quota));

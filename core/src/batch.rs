@@ -159,9 +159,8 @@ struct Item {
 /// ends the item `RetryBudgetExhausted`, a refused restart leaves it
 /// `RateLimited`.
 ///
-/// **Invariants** (property-tested with `testing::BatchChecker`, feature
-/// `testing`): at most `concurrency`
-/// sends in flight; no sleep past the deadline and no send at or after it;
+/// **Invariants** (property-tested with `polite_testing::BatchChecker`):
+/// at most `concurrency` sends in flight; no sleep past the deadline and no send at or after it;
 /// every send carries `abort_at = deadline + cushion`; every item ends
 /// exactly once; `Stop` is sticky; after `Cancel` the next action is
 /// `Stop(Cancelled)`.
@@ -172,7 +171,7 @@ struct Item {
 /// ```
 /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RateThrottle,
 ///                   RequestId, RequestInfo, Response};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 ///
 /// let t0 = Instant::now();
@@ -230,7 +229,7 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -265,7 +264,7 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -327,9 +326,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
     ///                   RequestInfo, Response, RetryBucket, RetryCosts, Unpaced};
-    /// use polite_core::testing::{SplitMix64, origin};
-    /// use std::time::{Duration, UNIX_EPOCH};
-    /// let t0 = origin();
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// let t0 = Instant::now();
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
     /// // Room for one retry after a server error (cost 14).
     /// let mut batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced, t0,
@@ -374,11 +373,11 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     /// use polite_core::{BatchMachine, BatchPolicy, Method, RateThrottle, RequestId, RequestInfo};
     /// use polite_core::ratelimit::RateLimitHeaders;
-    /// use polite_core::testing::{SplitMix64, origin};
-    /// use std::time::Duration;
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant};
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
     /// let _batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1),
-    ///                                RateThrottle::learning(1000).unwrap(), origin(), Duration::from_secs(60))
+    ///                                RateThrottle::learning(1000).unwrap(), Instant::now(), Duration::from_secs(60))
     ///     .unwrap()
     ///     .rate_limit_headers(RateLimitHeaders::default().with_x_ratelimit());
     /// ```
@@ -392,11 +391,11 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// use polite_core::{BatchMachine, BatchPolicy, Method, NoBudget, RequestId, RequestInfo, Unpaced};
-    /// use polite_core::testing::{SplitMix64, origin};
-    /// use std::time::Duration;
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant};
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
     /// let batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced,
-    ///                               origin(), Duration::from_secs(60)).unwrap();
+    ///                               Instant::now(), Duration::from_secs(60)).unwrap();
     /// assert_eq!(*batch.budget(), NoBudget);
     /// ```
     #[must_use]
@@ -415,7 +414,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -702,7 +701,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -770,7 +769,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -791,7 +790,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
     ///                   RequestInfo, Unpaced};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let reqs = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
@@ -811,7 +810,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -831,7 +830,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -848,7 +847,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -866,7 +865,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -884,7 +883,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -902,7 +901,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -919,7 +918,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -937,7 +936,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -954,7 +953,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
     /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];

@@ -3,6 +3,8 @@
 //! Written once, here, with no runtime dependency. Each adapter implements
 //! [`Io`] (a clock, a way to start a send, a timer and a cancellation signal)
 //! and calls [`drive`]; none contains a retry decision or a loop of its own.
+//! Nor does the test toolkit: the `polite-testing` simulator is a
+//! virtual-time [`Io`] that this same loop runs.
 //!
 //! The loop:
 //!
@@ -182,7 +184,7 @@ enum Woke<A> {
 /// use polite_core::drive::{self, Answer, Io, NoJobs};
 /// use polite_core::{Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy,
 ///                   SendPlan, TransportErrorKind};
-/// use polite_core::testing::{SplitMix64, origin};
+/// use polite_core::SplitMix64;
 /// use std::cell::Cell;
 /// use std::future::{Ready, ready};
 /// use std::task::{Context, Poll};
@@ -194,7 +196,8 @@ enum Woke<A> {
 ///     fn header(&self, _: &str) -> Option<&[u8]> { None }
 /// }
 ///
-/// /// A virtual-time Io: answers 503 then 200 at once; sleeping advances time.
+/// /// A virtual-time Io: answers 503 then 200 at once; sleeping advances time
+/// /// (`polite_testing::Simulator` is a complete one, with scripts and checks).
 /// struct Fake { now: Cell<Instant>, sent: u32 }
 /// impl Io for Fake {
 ///     type Answer = Status;
@@ -213,12 +216,12 @@ enum Woke<A> {
 ///     fn is_cancelled(&self) -> bool { false }
 /// }
 ///
-/// let t0 = origin();
+/// let t0 = Instant::now();
 /// let mut io = Fake { now: Cell::new(t0), sent: 0 };
 /// let mut m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
 ///                               SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
 /// let mut records = 0;
-/// let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut drive::records(|_| records += 1)));
+/// let done = polite_testing::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut drive::records(|_| records += 1)));
 /// assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
 /// assert_eq!(done.answers[0].as_ref().map(|a| a.0), Some(200));
 /// assert_eq!((done.sends, records), (2, 2));
@@ -311,33 +314,5 @@ where
         while let Some(notice) = machine.take_notice() {
             observe.notice(notice);
         }
-    }
-}
-
-/// Runs a future to completion on the current thread, parking between polls
-/// (safe code: the waker unparks this thread). For adapters whose `Io` is
-/// blocking or wakes through other threads; async adapters use their runtime.
-///
-/// ```
-/// assert_eq!(polite_core::drive::block_on(async { 1 + 1 }), 2);
-/// ```
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::park();
     }
 }

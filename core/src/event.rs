@@ -402,7 +402,7 @@ pub enum Event<'a> {
 ///
 /// ```
 /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy, Action};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant};
 /// let now = Instant::now();
 /// let mut m = RetryMachine::new(

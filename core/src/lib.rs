@@ -10,7 +10,7 @@
 //! answer [`Action`]s (send now, sleep until an instant, stop with an
 //! [`Outcome`]). Adapters (`polite-tokio`, `polite-async-std`,
 //! `polite-blocking`) do the real IO; tests drive the machines with virtual
-//! time.
+//! time (the [`polite-testing`](https://docs.rs/polite-testing) crate).
 //!
 //! ## The promise
 //!
@@ -48,7 +48,7 @@
 //! ```
 //! use polite_core::{Action, Event, Method, Outcome, RequestId, RequestInfo, Response,
 //!                   RetryMachine, RetryPolicy};
-//! use polite_core::testing::SplitMix64;
+//! use polite_core::SplitMix64;
 //! use std::time::{Duration, Instant, UNIX_EPOCH};
 //!
 //! // A fake server: 503, then 429 with Retry-After: 1, then 200.
@@ -154,6 +154,16 @@
 //!   the AWS SDKs' standard retry mode, checked against their conformance
 //!   scenarios.
 //!
+//! ## Testing your policies
+//!
+//! The test toolkit is its own crate, [`polite-testing`](https://docs.rs/polite-testing)
+//! (a dev-dependency, as `tokio-test` is to tokio): a virtual-time
+//! simulator that runs any [`Machine`] through the same [`drive`] loop as
+//! the adapters, against a scripted server; the invariant checkers polite's
+//! own tests use (no sleep past the deadline, budgets, `Retry-After`,
+//! replayability, cancel, one outcome); machine-independent event scripts
+//! with an exhaustive explorer; proptest strategies and fuzz decoders.
+//!
 //! ## Choices where SPEC.md is silent
 //!
 //! * Statuses `100..=399` are successes; statuses outside `100..=599` are
@@ -207,8 +217,6 @@ mod request;
 mod retry;
 pub mod retry_after;
 mod rng;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use batch::{BatchMachine, BatchPolicy};
 pub use budget::{NoBudget, RetryBucket, RetryBudget, RetryCosts};

@@ -17,7 +17,7 @@ use crate::record::AttemptRecord;
 ///
 /// ```
 /// use polite_core::{Action, Machine, Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant};
 ///
 /// fn first_action(m: &mut impl Machine) -> Action { m.poll_action() }
@@ -38,7 +38,7 @@ pub trait Machine {
     ///
     /// ```
     /// use polite_core::{Machine, Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),

@@ -68,7 +68,7 @@ pub enum RetryAfterNote {
 ///
 /// ```
 /// use polite_core::{Action, Event, Method, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 /// let t0 = Instant::now();
 /// let mut m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(9), Method::Get),

@@ -569,7 +569,7 @@ impl RetryState {
 /// ```
 /// use polite_core::{Action, Event, Method, Outcome, RequestId, RequestInfo, Response,
 ///                   RetryMachine, RetryPolicy};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 ///
 /// let t0 = Instant::now(); // the adapter's clock; tests use any instant
@@ -647,12 +647,12 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     /// ```
     /// use polite_core::{Action, Event, Method, Outcome, Reply, RequestId, RequestInfo, Response,
     ///                   RetryBucket, RetryClass, RetryCosts, RetryMachine, RetryPolicy};
-    /// use polite_core::testing::{SplitMix64, origin};
+    /// use polite_core::SplitMix64;
     /// use std::cell::RefCell;
     /// use std::rc::Rc;
-    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
     ///
-    /// let t0 = origin();
+    /// let t0 = Instant::now();
     /// // 20 tokens; a retry after a server error costs 14.
     /// let bucket = Rc::new(RefCell::new(RetryBucket::new(20, RetryCosts::default())));
     /// let new = |id| RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(id), Method::Get),
@@ -682,10 +682,10 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     ///
     /// ```
     /// use polite_core::{Method, NoBudget, RequestId, RequestInfo, RetryBucket, RetryMachine, RetryPolicy};
-    /// use polite_core::testing::{SplitMix64, origin};
-    /// use std::time::Duration;
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant};
     /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
-    ///                           SplitMix64::new(1), origin(), Duration::from_secs(5)).unwrap();
+    ///                           SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
     /// assert_eq!(*m.budget(), NoBudget);
     /// let m = m.with_budget(RetryBucket::default());
     /// assert_eq!(m.budget().tokens(), 500);

@@ -8,7 +8,7 @@ use std::convert::Infallible;
 /// fixed value for reproducible tests, or from process entropy in adapters.
 ///
 /// ```
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use rand_core::Rng;
 /// let (mut a, mut b) = (SplitMix64::new(9), SplitMix64::new(9));
 /// assert_eq!(a.next_u64(), b.next_u64());

@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use polite_core::adaptive::{AdaptiveRate, Answered, BETA};
-use polite_core::testing::origin;
 use polite_core::{PaceLimit, RateThrottle};
+use polite_testing::origin;
 use proptest::prelude::*;
 
 /// One call after the clock moved by `step_ms` (negative: backwards).

@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use polite_core::adaptive::{AdaptiveRate, Cubic};
-use polite_core::testing::origin;
+use polite_testing::origin;
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn load(name: &str) -> Yaml {

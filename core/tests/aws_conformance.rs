@@ -34,11 +34,11 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::{Fixed, origin};
 use polite_core::{
     Action, Event, Method, Outcome, RequestId, RequestInfo, Response, RetryBucket, RetryClass,
     RetryMachine, RetryPolicy, SendPlan, aws,
 };
+use polite_testing::{Fixed, origin};
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn load(name: &str) -> Yaml {

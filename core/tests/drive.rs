@@ -7,11 +7,11 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use polite_core::drive::{self, Answer, Io, NoJobs};
-use polite_core::testing::{SplitMix64, origin};
 use polite_core::{
     Method, Outcome, Reply, RequestId, RequestInfo, RetryMachine, RetryPolicy, SendPlan,
-    TransportErrorKind,
+    SplitMix64, TransportErrorKind,
 };
+use polite_testing::origin;
 
 #[derive(Debug)]
 struct Ans {
@@ -141,7 +141,7 @@ fn answers_records_and_headers_flow_through() {
     );
     let mut m = machine(t0);
     let mut records = Vec::new();
-    let done = drive::block_on(drive::drive(
+    let done = polite_testing::block_on(drive::drive(
         &mut m,
         &mut io,
         &mut NoJobs,
@@ -176,7 +176,7 @@ fn cancel_during_a_sleep_stops_without_another_send() {
     let mut io = Scripted::new(t0, vec![ok(503), ok(200)]);
     io.cancel_in_sleep = true;
     let mut m = machine(t0);
-    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
+    let done = polite_testing::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
     assert_eq!(done.outcome, Outcome::Cancelled);
     assert_eq!(done.sends, 1);
     // It ended when the cancel came, not at the end of the sleep.
@@ -193,7 +193,7 @@ fn cancel_racing_the_end_of_a_sleep_is_checked_before_sending() {
     io.cancel_after_sleeps = Some(1);
     io.cancel_visible = false;
     let mut m = machine(t0);
-    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
+    let done = polite_testing::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
     assert_eq!(done.outcome, Outcome::Cancelled);
     assert_eq!(done.sends, 1, "no send after the cancel");
 }
@@ -203,7 +203,7 @@ fn a_final_answer_is_handed_back() {
     let t0 = origin();
     let mut io = Scripted::new(t0, vec![ok(404)]);
     let mut m = machine(t0);
-    let done = drive::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
+    let done = polite_testing::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
     assert_eq!(done.outcome, Outcome::NotRetryable { status: 404 });
     assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(404));
 }

@@ -8,12 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use polite_core::testing::{
-    Checker, Exploration, Input, Job, PollChecker, ScriptRunner, SplitMix64, explore, origin,
-};
 use polite_core::{
     Action, AttemptRecord, Event, Jitter, Machine, MaxRetries, Method, PollMachine, PollPolicy,
-    RequestId, RequestInfo, RetryMachine, RetryPolicy, TransportErrorKind,
+    RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64, TransportErrorKind,
+};
+use polite_testing::{
+    Checker, Exploration, Input, Job, PollChecker, ScriptRunner, explore, origin,
 };
 
 /// The length of every script explored for `RetryMachine`: 8^7 = 2,097,152

@@ -1,14 +1,14 @@
 //! Replays the committed fuzz corpus (`fuzz/corpus/<target>/`) through the
 //! same decoding and checks as the cargo-fuzz targets
-//! (`polite_core::testing::fuzz`), so that a stable `cargo test` exercises
+//! (`polite_testing::fuzz`), so that a stable `cargo test` exercises
 //! every target on every run; and feeds each target some seeded random
 //! bytes besides.
 
 use std::path::{Path, PathBuf};
 
+use polite_core::SplitMix64;
 use polite_core::rand_core::Rng;
-use polite_core::testing::SplitMix64;
-use polite_core::testing::fuzz::Target;
+use polite_testing::fuzz::Target;
 
 fn corpus(target: Target) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -158,12 +158,13 @@ fn issue16_regressions_replay() {
 mod regressions {
     use std::time::Duration;
 
-    use polite_core::testing::{
-        BatchChecker, Checker, Input, PollChecker, ScriptRunner, SplitMix64, origin, run_script,
-    };
+    use polite_core::SplitMix64;
     use polite_core::{
         BatchMachine, BatchPolicy, Jitter, Method, Outcome, Paced, PollMachine, PollPolicy,
         RateThrottle, RequestId, RequestInfo, RetryClass, RetryMachine, RetryPolicy, StatusSet,
+    };
+    use polite_testing::{
+        BatchChecker, Checker, Input, PollChecker, ScriptRunner, origin, run_script,
     };
 
     /// `pace_script` found: `BatchChecker` judged answers by their status

@@ -13,14 +13,13 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use polite_core::testing::{
-    Checker, Input, Job, JobBoard, PollChecker, PollTrace, ScriptRunner, Scripted, Simulator,
-    SplitMix64, origin, run_script,
-};
 use polite_core::{
     Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PollMachine, PollMode,
     PollPolicy, RequestId, RequestInfo, Response, RetryAfterNote, RetryMachine, RetryPolicy,
-    SendPlan, StateName,
+    SendPlan, SplitMix64, StateName,
+};
+use polite_testing::{
+    Checker, Input, Job, PollChecker, ScriptRunner, Scripted, Simulator, Trace, origin, run_script,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -310,21 +309,18 @@ fn impatient_server(
     timeout: Duration,
     latency: Duration,
     done: Option<Instant>,
-) -> PollTrace {
-    let board = JobBoard::new();
-    let sim = Simulator::new(t0).server(board.server(move |now, _plan| {
+) -> Trace {
+    let sim = Simulator::new(t0).server(move |now, _plan| {
         let state = if done.is_some_and(|d| now >= d) {
             "passed"
         } else {
             "running"
         };
-        (
-            Scripted::status(200).after(latency),
-            Some(JobReport::State(state)),
-        )
-    }));
+        Scripted::status(200).after(latency).state(state)
+    });
     let m = poll_machine(policy, t0, timeout);
-    board.run(sim, m).unwrap()
+    let checker = PollChecker::new(&policy, m.request(), t0 + timeout);
+    sim.check_poll(checker).run(m).unwrap()
 }
 
 fn passed() -> Outcome {
@@ -345,15 +341,14 @@ fn a_server_that_ignores_the_wait_parameter_is_polled_to_the_end_of_the_budget()
     let deadline = t0 + 5 * S;
     // A job that ends at 4 s is seen.
     let run = impatient_server(t0, PollPolicy::default(), 5 * S, latency, Some(t0 + 4 * S));
-    assert_eq!(run.trace.outcome, passed());
-    assert!(run.trace.ended_at < deadline);
+    assert_eq!(run.outcome, passed());
+    assert!(run.ended_at < deadline);
 
     // A job that never ends: long polls at 0, 1, 2, 3, 4 s (at least 1 s
     // apart), then one final plain poll 34 ms (twice the latency) before
     // the deadline, when under a whole second is left.
     let run = impatient_server(t0, PollPolicy::default(), 5 * S, latency, None);
-    let sends: Vec<(Instant, Option<u32>)> =
-        run.trace.sends().map(|(t, p)| (t, p.long_poll)).collect();
+    let sends: Vec<(Instant, Option<u32>)> = run.sends().map(|(t, p)| (t, p.long_poll)).collect();
     assert_eq!(
         sends,
         [
@@ -366,12 +361,12 @@ fn a_server_that_ignores_the_wait_parameter_is_polled_to_the_end_of_the_budget()
         ]
     );
     assert_eq!(
-        run.trace.outcome,
+        run.outcome,
         Outcome::TimedOut {
             needed: Some(deadline - 2 * latency + S)
         }
     );
-    assert_eq!(run.trace.ended_at, deadline - latency);
+    assert_eq!(run.ended_at, deadline - latency);
 
     // A job that ends at 4.5 s is seen by that final poll.
     let run = impatient_server(
@@ -381,8 +376,8 @@ fn a_server_that_ignores_the_wait_parameter_is_polled_to_the_end_of_the_budget()
         latency,
         Some(t0 + 4500 * MS),
     );
-    assert_eq!(run.trace.outcome, passed());
-    assert_eq!(run.trace.ended_at, deadline - latency);
+    assert_eq!(run.outcome, passed());
+    assert_eq!(run.ended_at, deadline - latency);
 }
 
 /// Backoff mode: polls at 0, 2 and 6 s (no jitter); the next (14 s) would
@@ -399,8 +394,8 @@ fn backoff_mode_polls_at_the_last_useful_instant() {
     let latency = 5 * MS;
     let deadline = t0 + 10 * S;
     let run = impatient_server(t0, policy, 10 * S, latency, Some(t0 + 8 * S));
-    assert_eq!(run.trace.outcome, passed());
-    let sends: Vec<Instant> = run.trace.sends().map(|(t, _)| t).collect();
+    assert_eq!(run.outcome, passed());
+    let sends: Vec<Instant> = run.sends().map(|(t, _)| t).collect();
     // 2·latency is under the 10 ms floor.
     assert_eq!(
         sends,
@@ -411,7 +406,7 @@ fn backoff_mode_polls_at_the_last_useful_instant() {
             deadline - 10 * MS
         ]
     );
-    let last = run.trace.records.last().unwrap();
+    let last = run.records.last().unwrap();
     assert_eq!(last.outcome, Some(passed()));
 }
 

@@ -12,12 +12,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, UNIX_EPOCH};
 
-use polite_core::testing::{SplitMix64, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, JobReport, Machine, MaxRetries, Method, Paced,
     PollMachine, PollPolicy, RateThrottle, RequestId, RequestInfo, Response, RetryMachine,
-    RetryPolicy, SendId, TransportErrorKind,
+    RetryPolicy, SendId, SplitMix64, TransportErrorKind,
 };
+use polite_testing::origin;
 
 struct Counting;
 

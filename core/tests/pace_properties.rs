@@ -1,19 +1,19 @@
 //! Property tests for pacing: `RateThrottle` over arbitrary time sequences
 //! (backwards steps included), `BatchMachine` and `Paced<RetryMachine>` over
 //! arbitrary scripts of events, checked by the independent checkers of
-//! `polite_core::testing`.
+//! `polite_testing`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::strategies::{self, batch_script};
-use polite_core::testing::{
-    BatchChecker, Checker, Input, ScriptRunner, Settle, SplitMix64, ThrottleChecker, Trace, origin,
-};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Jitter, MaxRetries, Method, Outcome, Pace, Paced,
-    RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy, Unpaced,
+    RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64, Unpaced,
+};
+use polite_testing::strategies::{self, batch_script};
+use polite_testing::{
+    BatchChecker, Checker, Input, ScriptRunner, Settle, ThrottleChecker, Trace, origin,
 };
 use proptest::prelude::*;
 
@@ -241,7 +241,7 @@ fn drive_batch(s: &Setup, script: &[Input]) -> Result<BatchRun, String> {
 /// step (an outcome once set never changes; at `Stop` every item has one).
 fn drive_batch_with<P: Pace>(s: &Setup, script: &[Input], pace: P) -> Result<BatchRun, String> {
     let t0 = origin();
-    let v = |e: polite_core::testing::Violation| e.to_string();
+    let v = |e: polite_testing::Violation| e.to_string();
     let mut b = BatchMachine::new(
         s.policy,
         s.requests.clone(),

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use polite_core::adaptive::Answered;
-use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, Trace, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, PaceLimit,
     Paced, RateThrottle, RequestId, RequestInfo, Response, RetryClass, RetryMachine, RetryPolicy,
-    SendPlan, StatusSet, Unpaced,
+    SendPlan, SplitMix64, StatusSet, Unpaced,
 };
+use polite_testing::{BatchChecker, Scripted, Simulator, Trace, origin};
 
 const MS: Duration = Duration::from_millis(1);
 const S: Duration = Duration::from_secs(1);

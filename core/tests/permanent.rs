@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use polite_core::testing::{SplitMix64, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Outcome, PollMachine, PollPolicy, RequestId,
-    RequestInfo, RetryMachine, RetryPolicy, TransportErrorKind as K, Unpaced,
+    RequestInfo, RetryMachine, RetryPolicy, SplitMix64, TransportErrorKind as K, Unpaced,
 };
+use polite_testing::origin;
 
 const PERMANENT: [K; 5] = [
     K::BodyTooLarge,

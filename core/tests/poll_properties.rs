@@ -6,12 +6,12 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::strategies::{poll_policy, poll_request, poll_script, timeout};
-use polite_core::testing::{Input, PollChecker, ScriptRunner, SplitMix64, Trace, origin};
 use polite_core::{
     Action, Event, JobReport, Method, Notice, PollMachine, PollPolicy, RequestId, RequestInfo,
-    Response, SendId,
+    Response, SendId, SplitMix64,
 };
+use polite_testing::strategies::{poll_policy, poll_request, poll_script, timeout};
+use polite_testing::{Input, PollChecker, ScriptRunner, Trace, origin};
 use proptest::prelude::*;
 
 /// Everything one run produced.

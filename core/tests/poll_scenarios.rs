@@ -1,18 +1,18 @@
 //! Scenario tests for `PollMachine` through the public API, in virtual time.
 //!
 //! Servers are closures of the send instant and the plan (via
-//! `Simulator::server`); a `JobBoard` carries the job report each answer's
-//! body would hold, and checks every step with the `PollChecker`.
+//! `Simulator::server`); each scripted answer carries the job report its
+//! body would hold, and the `PollChecker` checks every step.
 #![allow(clippy::field_reassign_with_default)] // policies are spelled as deltas from the default
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::{JobBoard, PollTrace, Scripted, Simulator, SplitMix64, origin};
 use polite_core::{
     Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PolicyError, PollMachine,
     PollMode, PollPolicy, Reply, RequestId, RequestInfo, Response, RetryAfterNote, RetryClass,
-    SendPlan, StateName, TerminalStates, TransportErrorKind,
+    SendPlan, SplitMix64, StateName, TerminalStates, TransportErrorKind,
 };
+use polite_testing::{Job as Body, PollChecker, Scripted, Simulator, Trace, origin};
 
 const MS: Duration = Duration::from_millis(1);
 const S: Duration = Duration::from_secs(1);
@@ -81,57 +81,58 @@ impl Job {
 
     /// A long poll is held until the job ends or the wait elapses; a plain
     /// poll is answered at once. Every answer takes `LATENCY` to arrive.
-    fn answer(&self, now: Instant, plan: &SendPlan) -> (Scripted, Option<JobReport<'static>>) {
+    fn answer(&self, now: Instant, plan: &SendPlan) -> Scripted {
         match plan.long_poll {
-            Some(_) if !self.long_poll => (
-                Scripted::status(400).after(LATENCY),
-                Some(JobReport::LongPollUnsupported),
-            ),
+            Some(_) if !self.long_poll => Scripted::status(400)
+                .after(LATENCY)
+                .job(Body::LongPollUnsupported),
             Some(n) => {
                 let wait_end = now + Duration::from_secs(u64::from(n));
                 let at = match self.done_at {
                     Some(d) if d < wait_end => d.max(now),
                     _ => wait_end,
                 };
-                (
-                    Scripted::status(200).after(at - now + LATENCY),
-                    Some(JobReport::State(self.state_at(at))),
-                )
+                Scripted::status(200)
+                    .after(at - now + LATENCY)
+                    .state(self.state_at(at))
             }
-            None => (
-                Scripted::status(200).after(LATENCY),
-                Some(JobReport::State(self.state_at(now))),
-            ),
+            None => Scripted::status(200)
+                .after(LATENCY)
+                .state(self.state_at(now)),
         }
     }
 }
 
-/// Runs `m` against `job`, with `first` answers (and reports) before the
-/// job server takes over; checked by the `PollChecker`.
+/// Runs `m` in the simulator, every step checked by the `PollChecker`.
+fn simulate(sim: Simulator, m: PollMachine<SplitMix64>) -> Trace {
+    let checker = PollChecker::for_machine(&m);
+    sim.check_poll(checker).run(m).unwrap()
+}
+
+/// Runs `m` against `job`, with `first` answers (and their reports) before
+/// the job server takes over; checked by the `PollChecker`.
 fn run_with(
     t0: Instant,
     job: Job,
-    first: Vec<(Scripted, Option<JobReport<'static>>)>,
+    first: Vec<Scripted>,
     cancel_at: Option<Instant>,
     m: PollMachine<SplitMix64>,
-) -> PollTrace {
-    let board = JobBoard::new();
-    let mut first = first.into_iter();
-    let mut sim = Simulator::new(t0).server(
-        board.server(move |now, plan| first.next().unwrap_or_else(|| job.answer(now, plan))),
-    );
+) -> Trace {
+    let mut sim = Simulator::new(t0)
+        .replies(first)
+        .server(move |now, plan| job.answer(now, plan));
     if let Some(c) = cancel_at {
         sim = sim.cancel_at(c);
     }
-    board.run(sim, m).unwrap()
+    simulate(sim, m)
 }
 
-fn run(t0: Instant, job: Job, m: PollMachine<SplitMix64>) -> PollTrace {
+fn run(t0: Instant, job: Job, m: PollMachine<SplitMix64>) -> Trace {
     run_with(t0, job, Vec::new(), None, m)
 }
 
-fn sleeps(run: &PollTrace) -> impl Iterator<Item = Instant> + '_ {
-    run.trace.steps.iter().filter_map(|s| match s.action {
+fn sleeps(run: &Trace) -> impl Iterator<Item = Instant> + '_ {
+    run.steps.iter().filter_map(|s| match s.action {
         Action::SleepUntil(t) => Some(t),
         _ => None,
     })
@@ -157,16 +158,12 @@ fn long_poll_sees_the_end_within_10_ms_with_at_most_3_requests() {
         Job::ending(done),
         machine(PollPolicy::default(), t0, 120 * S),
     );
-    assert_eq!(run.trace.outcome, state("passed"));
-    assert!(run.trace.sends().count() <= 3, "{:?}", run.trace.steps);
-    assert!(run.trace.ended_at >= done);
-    assert!(
-        run.trace.ended_at - done <= 10 * MS,
-        "{:?}",
-        run.trace.ended_at - done
-    );
+    assert_eq!(run.outcome, state("passed"));
+    assert!(run.sends().count() <= 3, "{:?}", run.steps);
+    assert!(run.ended_at >= done);
+    assert!(run.ended_at - done <= 10 * MS, "{:?}", run.ended_at - done);
     // Sent at once each time (the server already waited), asking 25 s.
-    let sends: Vec<_> = run.trace.sends().collect();
+    let sends: Vec<_> = run.sends().collect();
     assert_eq!(sends[0].0, t0);
     for w in sends.windows(2) {
         assert_eq!(w[1].0 - w[0].0, 25 * S + LATENCY);
@@ -176,7 +173,7 @@ fn long_poll_sees_the_end_within_10_ms_with_at_most_3_requests() {
     // real pause between polls.
     assert!(sleeps(&run).all(|t| t == t0 + 120 * S));
     assert!(run.notices.is_empty());
-    let last = run.trace.records.last().unwrap();
+    let last = run.records.last().unwrap();
     assert_eq!(last.outcome, Some(state("passed")));
     assert_eq!(last.reply, Reply::Status(200));
 }
@@ -195,7 +192,7 @@ fn without_long_poll_support_the_backoff_schedule_is_2_4_8_15_15() {
         )
         .unwrap();
         let run = run(t0, Job::ending(done).without_long_poll(), m);
-        assert_eq!(run.trace.outcome, state("passed"), "seed {seed}");
+        assert_eq!(run.outcome, state("passed"), "seed {seed}");
         // Told once, when the first answer arrived.
         assert_eq!(
             run.notices,
@@ -205,19 +202,13 @@ fn without_long_poll_support_the_backoff_schedule_is_2_4_8_15_15() {
             Notice::LongPollUnsupported.to_string(),
             "server does not support long-poll; switching to backoff"
         );
-        let sends: Vec<_> = run.trace.sends().collect();
+        let sends: Vec<_> = run.sends().collect();
         assert_eq!(sends[0].1.long_poll, Some(25));
         assert!(sends[1..].iter().all(|(_, p)| p.long_poll.is_none()));
         // The plain poll follows the rejection at once.
         assert_eq!(sends[1].0, t0 + LATENCY);
         // Every planned delay after a pending answer is on the schedule, ±20 %.
-        let planned: Vec<_> = run
-            .trace
-            .records
-            .iter()
-            .skip(1)
-            .filter_map(|r| r.next)
-            .collect();
+        let planned: Vec<_> = run.records.iter().skip(1).filter_map(|r| r.next).collect();
         let schedule = [2u64, 4, 8, 15, 15, 15, 15, 15];
         assert!(planned.len() >= 5, "{planned:?}");
         for (i, p) in planned.iter().enumerate() {
@@ -236,7 +227,7 @@ fn without_long_poll_support_the_backoff_schedule_is_2_4_8_15_15() {
         let (last, _) = sends.last().unwrap();
         assert!(*last >= done);
         assert!(sends[..sends.len() - 1].iter().all(|(t, _)| *t < done));
-        assert_eq!(run.trace.ended_at, *last + LATENCY);
+        assert_eq!(run.ended_at, *last + LATENCY);
     }
 }
 
@@ -250,17 +241,17 @@ fn a_40_s_timeout_with_a_job_that_never_ends_stops_by_40_s_in_both_modes() {
     // deadline, so one final poll at the last useful instant (10 ms before
     // the deadline: twice the latency, at least 10 ms), then it stops.
     let run_lp = run(t0, Job::never(), machine(PollPolicy::default(), t0, 40 * S));
-    let waits: Vec<_> = run_lp.trace.sends().map(|(_, p)| p.long_poll).collect();
+    let waits: Vec<_> = run_lp.sends().map(|(_, p)| p.long_poll).collect();
     assert_eq!(waits, vec![Some(25), Some(14), None, None]);
-    let last = run_lp.trace.sends().last().unwrap().0;
+    let last = run_lp.sends().last().unwrap().0;
     assert_eq!(last, deadline - 10 * MS);
     assert_eq!(
-        run_lp.trace.outcome,
+        run_lp.outcome,
         Outcome::TimedOut {
             needed: Some(last + S)
         }
     );
-    assert_eq!(run_lp.trace.ended_at, deadline - 10 * MS + LATENCY);
+    assert_eq!(run_lp.ended_at, deadline - 10 * MS + LATENCY);
     // Backoff: ~2 + 4 + 8 + 15 s of waits; the next 15 s would end past
     // the deadline, so one final poll at the last useful instant, and it
     // stops right after its answer, not at 40 s.
@@ -275,24 +266,20 @@ fn a_40_s_timeout_with_a_job_that_never_ends_stops_by_40_s_in_both_modes() {
         let run = run(t0, job, machine(policy, t0, 40 * S));
         let Outcome::TimedOut {
             needed: Some(needed),
-        } = run.trace.outcome
+        } = run.outcome
         else {
-            panic!("{name}: {:?}", run.trace.outcome)
+            panic!("{name}: {:?}", run.outcome)
         };
         assert!(needed >= deadline, "{name}");
-        assert!(run.trace.ended_at < deadline, "{name}");
-        let last_send = run.trace.sends().last().unwrap().0;
+        assert!(run.ended_at < deadline, "{name}");
+        let last_send = run.sends().last().unwrap().0;
         assert_eq!(last_send, deadline - 10 * MS, "{name}: a final poll");
-        assert_eq!(
-            run.trace.ended_at,
-            last_send + LATENCY,
-            "{name}: stopped at once"
-        );
+        assert_eq!(run.ended_at, last_send + LATENCY, "{name}: stopped at once");
         assert!(sleeps(&run).all(|t| t <= deadline), "{name}");
-        assert!(run.trace.sends().all(|(t, _)| t < deadline), "{name}");
+        assert!(run.sends().all(|(t, _)| t < deadline), "{name}");
     }
     assert!(sleeps(&run_lp).all(|t| t <= deadline));
-    assert!(run_lp.trace.sends().all(|(t, _)| t < deadline));
+    assert!(run_lp.sends().all(|(t, _)| t < deadline));
 }
 
 #[test]
@@ -338,14 +325,14 @@ fn a_429_with_retry_after_5_delays_the_next_poll_by_5_s() {
         let run = run_with(
             t0,
             Job::ending(done),
-            vec![(Scripted::status(429).retry_after("5").after(LATENCY), None)],
+            vec![Scripted::status(429).retry_after("5").after(LATENCY)],
             None,
             machine(policy, t0, 60 * S),
         );
-        assert_eq!(run.trace.outcome, state("passed"));
-        let sends: Vec<_> = run.trace.sends().map(|(t, _)| t).collect();
+        assert_eq!(run.outcome, state("passed"));
+        let sends: Vec<_> = run.sends().map(|(t, _)| t).collect();
         assert_eq!(sends[1] - sends[0], 5 * S + LATENCY);
-        let rec = run.trace.records[0];
+        let rec = run.records[0];
         assert_eq!(rec.class, Some(RetryClass::RateLimited));
         assert_eq!(rec.retry_after, RetryAfterNote::Valid(5 * S));
         let next = rec.next.unwrap();
@@ -359,19 +346,19 @@ fn a_503_is_retried_by_the_retry_rules() {
     let run = run_with(
         t0,
         Job::ending(t0 + 30 * S),
-        vec![(Scripted::status(503).after(LATENCY), None)],
+        vec![Scripted::status(503).after(LATENCY)],
         None,
         machine(PollPolicy::default(), t0, 60 * S),
     );
-    assert_eq!(run.trace.outcome, state("passed"));
-    let rec = run.trace.records[0];
+    assert_eq!(run.outcome, state("passed"));
+    let rec = run.records[0];
     assert_eq!(rec.class, Some(RetryClass::ServerError));
     let next = rec.next.unwrap();
     // Retry rules: first server-error retry, 250 ms with full jitter.
     assert_eq!(next.source, DelaySource::Backoff);
     assert!(next.delay < 250 * MS);
     // The retry is a long poll again.
-    let sends: Vec<_> = run.trace.sends().collect();
+    let sends: Vec<_> = run.sends().collect();
     assert_eq!(sends[1].0, next.send_at);
     assert_eq!(sends[1].1.long_poll, Some(25));
 }
@@ -383,22 +370,18 @@ fn separate_503_blips_do_not_end_a_long_wait_but_consecutive_ones_do() {
     let job = Job::ending(done);
     // Every other poll fails with 503: twelve blips in ten minutes, each
     // followed by a proper answer; the budget of 4 bounds consecutive ones.
-    let board = JobBoard::new();
     let mut n = 0u32;
-    let sim = Simulator::new(t0).server(board.server(move |now, plan| {
+    let sim = Simulator::new(t0).server(move |now, plan| {
         n += 1;
         if n % 2 == 1 && now < done - 60 * S {
-            (Scripted::status(503).after(LATENCY), None)
+            Scripted::status(503).after(LATENCY)
         } else {
             job.answer(now, plan)
         }
-    }));
-    let run = board
-        .run(sim, machine(PollPolicy::default(), t0, 900 * S))
-        .unwrap();
-    assert_eq!(run.trace.outcome, state("passed"));
+    });
+    let run = simulate(sim, machine(PollPolicy::default(), t0, 900 * S));
+    assert_eq!(run.outcome, state("passed"));
     let blips = run
-        .trace
         .records
         .iter()
         .filter(|r| r.reply == Reply::Status(503))
@@ -406,15 +389,11 @@ fn separate_503_blips_do_not_end_a_long_wait_but_consecutive_ones_do() {
     assert!(blips > 4, "{blips}");
 
     // Five 503s in a row: the fifth exhausts the budget of 4 retries.
-    let board = JobBoard::new();
-    let sim = Simulator::new(t0)
-        .server(board.server(|_, _| (Scripted::status(503).after(LATENCY), None)));
-    let run = board
-        .run(sim, machine(PollPolicy::default(), t0, 900 * S))
-        .unwrap();
-    assert_eq!(run.trace.sends().count(), 5);
+    let sim = Simulator::new(t0).server(|_, _| Scripted::status(503).after(LATENCY));
+    let run = simulate(sim, machine(PollPolicy::default(), t0, 900 * S));
+    assert_eq!(run.sends().count(), 5);
     assert_eq!(
-        run.trace.outcome,
+        run.outcome,
         Outcome::RetriesExhausted {
             class: RetryClass::ServerError,
             last: Reply::Status(503)
@@ -433,9 +412,9 @@ fn cancel_during_a_backoff_sleep_stops_at_once() {
         Some(cancel),
         machine(backoff_first(), t0, 60 * S),
     );
-    assert_eq!(run.trace.outcome, Outcome::Cancelled);
-    assert_eq!(run.trace.ended_at, cancel);
-    assert_eq!(run.trace.sends().count(), 1);
+    assert_eq!(run.outcome, Outcome::Cancelled);
+    assert_eq!(run.ended_at, cancel);
+    assert_eq!(run.sends().count(), 1);
 }
 
 #[test]
@@ -444,21 +423,15 @@ fn non_terminal_states_keep_polling() {
     let long_name = "waiting-for-an-available-runner-in-pool-7"; // over StateName::CAPACITY
     assert!(long_name.len() > StateName::CAPACITY);
     let states = ["queued", "running", long_name, "RUNNING", "passed"];
-    let board = JobBoard::new();
     let mut next = states.into_iter();
-    let sim = Simulator::new(t0).server(board.server(move |_, _| {
+    let sim = Simulator::new(t0).server(move |_, _| {
         let s = next.next().unwrap_or("passed");
-        (
-            Scripted::status(200).after(LATENCY),
-            Some(JobReport::State(s)),
-        )
-    }));
-    let run = board
-        .run(sim, machine(backoff_first(), t0, 120 * S))
-        .unwrap();
-    assert_eq!(run.trace.outcome, state("passed"));
-    assert_eq!(run.trace.sends().count(), states.len());
-    assert!(run.trace.records[..4].iter().all(|r| r.outcome.is_none()));
+        Scripted::status(200).after(LATENCY).state(s)
+    });
+    let run = simulate(sim, machine(backoff_first(), t0, 120 * S));
+    assert_eq!(run.outcome, state("passed"));
+    assert_eq!(run.sends().count(), states.len());
+    assert!(run.records[..4].iter().all(|r| r.outcome.is_none()));
 }
 
 #[test]
@@ -467,19 +440,13 @@ fn early_long_poll_answers_are_spaced_a_second_apart() {
     // answers at once: without a floor that would be a hot loop.
     let t0 = origin();
     let done = t0 + 10 * S;
-    let board = JobBoard::new();
-    let sim = Simulator::new(t0).server(board.server(move |now, _| {
+    let sim = Simulator::new(t0).server(move |now, _| {
         let s = if now >= done { "passed" } else { "queued" };
-        (
-            Scripted::status(200).after(LATENCY),
-            Some(JobReport::State(s)),
-        )
-    }));
-    let run = board
-        .run(sim, machine(PollPolicy::default(), t0, 60 * S))
-        .unwrap();
-    assert_eq!(run.trace.outcome, state("passed"));
-    let sends: Vec<_> = run.trace.sends().map(|(t, _)| t).collect();
+        Scripted::status(200).after(LATENCY).state(s)
+    });
+    let run = simulate(sim, machine(PollPolicy::default(), t0, 60 * S));
+    assert_eq!(run.outcome, state("passed"));
+    let sends: Vec<_> = run.sends().map(|(t, _)| t).collect();
     assert_eq!(sends.len(), 11);
     assert!(sends.windows(2).all(|w| w[1] - w[0] == S));
     // With the floor off it re-polls at once, as the user asked.
@@ -515,14 +482,12 @@ fn an_answer_after_the_deadline_is_timed_out_even_a_terminal_one() {
 #[test]
 fn a_tick_at_the_deadline_with_a_poll_in_flight_times_out() {
     let t0 = origin();
-    let run = JobBoard::new()
-        .run(
-            Simulator::new(t0).replies([Scripted::hang()]),
-            machine(PollPolicy::default(), t0, 3 * S),
-        )
-        .unwrap();
-    assert_eq!(run.trace.outcome, Outcome::TimedOut { needed: None });
-    assert_eq!(run.trace.ended_at, t0 + 3 * S);
+    let run = simulate(
+        Simulator::new(t0).replies([Scripted::hang()]),
+        machine(PollPolicy::default(), t0, 3 * S),
+    );
+    assert_eq!(run.outcome, Outcome::TimedOut { needed: None });
+    assert_eq!(run.ended_at, t0 + 3 * S);
 }
 
 #[test]
@@ -541,7 +506,7 @@ fn same_seed_same_trace() {
     };
     let (a, b, c) = (go(5), go(5), go(6));
     assert_eq!(a, b);
-    assert_ne!(a.trace.gaps(), c.trace.gaps());
+    assert_ne!(a.gaps(), c.gaps());
 }
 
 #[test]

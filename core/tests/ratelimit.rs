@@ -18,12 +18,12 @@ use polite_core::drive::{self, Answer, Io, NoJobs};
 use polite_core::ratelimit::{
     Quota, RateLimitFields, RateLimitHeaders, RateLimitInfo, parse_policy, parse_ratelimit,
 };
-use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Outcome, Pace, Paced, RateThrottle,
-    RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendId, SendPlan,
+    RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendId, SendPlan, SplitMix64,
     TransportErrorKind, Unpaced,
 };
+use polite_testing::{BatchChecker, Scripted, Simulator, origin};
 use proptest::prelude::*;
 
 const MS: Duration = Duration::from_millis(1);
@@ -786,7 +786,7 @@ fn the_drive_loop_files_the_headers() {
         secs(60),
     )
     .unwrap();
-    let done = drive::block_on(drive::drive(&mut batch, &mut io, &mut NoJobs, &mut ()));
+    let done = polite_testing::block_on(drive::drive(&mut batch, &mut io, &mut NoJobs, &mut ()));
     assert_eq!(
         done.outcome,
         Outcome::BatchDone {

@@ -9,12 +9,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use polite_core::testing::{BatchChecker, Scripted, Simulator, SplitMix64, origin};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Jitter, Method, Outcome, Reply, RequestId,
     RequestInfo, Response, RetryBucket, RetryBudget, RetryClass, RetryCosts, RetryMachine,
-    RetryPolicy, TransportErrorKind, Unpaced, aws,
+    RetryPolicy, SplitMix64, TransportErrorKind, Unpaced, aws,
 };
+use polite_testing::{BatchChecker, Scripted, Simulator, origin};
 use proptest::prelude::*;
 
 const MS: Duration = Duration::from_millis(1);
@@ -84,34 +84,28 @@ fn an_outage_does_not_multiply_traffic() {
 fn successes_refill_the_bucket() {
     let t0 = origin();
     let bucket = Rc::new(RefCell::new(RetryBucket::new(14, RetryCosts::default())));
+    // Each request runs in the simulator (the drive loop), answered at once.
     let run = |statuses: &[u16], id: u64| {
-        let mut m = RetryMachine::new(
+        let request = RequestInfo::new(RequestId(id), Method::Get);
+        let m = RetryMachine::new(
             RetryPolicy::default(),
-            RequestInfo::new(RequestId(id), Method::Get),
+            request,
             SplitMix64::new(id),
             t0,
             Duration::from_secs(60),
         )
         .unwrap()
         .with_budget(Rc::clone(&bucket));
-        let mut now = t0;
-        let mut answers = statuses.iter();
-        loop {
-            match m.poll_action() {
-                Action::Send(p) => {
-                    let status = *answers.next().expect("a scripted answer");
-                    m.handle(
-                        now,
-                        Event::Response(Response::new(p.id, status, UNIX_EPOCH)),
-                    );
-                }
-                Action::SleepUntil(t) => {
-                    now = t;
-                    m.handle(now, Event::Tick);
-                }
-                Action::Stop(o) => return o,
-            }
-        }
+        let answers = statuses
+            .iter()
+            .map(|&s| Scripted::status(s).after(Duration::ZERO));
+        let trace = Simulator::new(t0)
+            .replies(answers)
+            .check_retry(&RetryPolicy::default(), &request)
+            .run(m)
+            .unwrap();
+        assert_eq!(trace.sends().count(), statuses.len(), "{statuses:?}");
+        trace.outcome
     };
     // One retry drains the bucket; its success gives the 14 back.
     assert_eq!(run(&[503, 200], 1), Outcome::Succeeded { status: 200 });
@@ -245,7 +239,7 @@ fn the_aws_profile_classifies_by_error_code_through_the_simulator() {
     let mut m = RetryMachine::new(
         aws::standard(),
         RequestInfo::new(RequestId(1), Method::Get),
-        polite_core::testing::Fixed(u64::MAX),
+        polite_testing::Fixed(u64::MAX),
         t0,
         Duration::from_secs(60),
     )

@@ -1,13 +1,14 @@
 //! Property tests: `RetryMachine` over arbitrary scripts of events, checked
-//! by the independent invariant checker of `polite_core::testing`.
+//! by the independent invariant checker of `polite_testing`.
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use polite_core::testing::strategies::{request, retry_policy, script};
-use polite_core::testing::{Checker, Input, ScriptRunner, Settle, SplitMix64, Trace, origin};
 use polite_core::{
     Action, Event, Method, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendId,
+    SplitMix64,
 };
+use polite_testing::strategies::{request, retry_policy, script};
+use polite_testing::{Checker, Input, ScriptRunner, Settle, Trace, origin};
 use proptest::prelude::*;
 
 /// Runs a script with the shared script runner and settles the machine;

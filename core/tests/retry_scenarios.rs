@@ -3,12 +3,12 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use polite_core::testing::{Fixed, Scripted, Simulator, SplitMix64, origin};
 use polite_core::{
     Action, DelaySource, Event, Jitter, Method, Outcome, PolicyError, Reply, RequestId,
     RequestInfo, Response, RetryAfterError, RetryAfterNote, RetryClass, RetryMachine, RetryPolicy,
-    SendPlan, StatusSet, TransportErrorKind,
+    SendPlan, SplitMix64, StatusSet, TransportErrorKind,
 };
+use polite_testing::{Fixed, Scripted, Simulator, origin};
 
 const MS: Duration = Duration::from_millis(1);
 const S: Duration = Duration::from_secs(1);

@@ -56,7 +56,7 @@ use crate::outcome::RetryClass;
 /// ```
 /// use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo,
 ///                   Response, RetryMachine, RetryPolicy};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::sync::{Arc, Mutex};
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 ///
@@ -103,7 +103,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -135,7 +135,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     /// ```
     /// use polite_core::{Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
     /// use polite_core::ratelimit::RateLimitHeaders;
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -156,7 +156,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     /// ```
     /// use polite_core::{Paced, RetryAfterLimits, RetryMachine, RetryPolicy, RequestInfo, RequestId,
     ///                   Method, Unpaced};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let policy = RetryPolicy::default();
@@ -174,7 +174,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -191,7 +191,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -208,7 +208,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -228,7 +228,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -247,7 +247,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -332,7 +332,7 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     ///
     /// ```
     /// # use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// # use polite_core::testing::SplitMix64;
+    /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
     /// # let machine = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),

@@ -128,7 +128,7 @@ enum Phase {
 ///    answered in time, or the final poll has been spent.
 ///
 /// **Invariants** (checked by property tests with
-/// `testing::PollChecker`):
+/// `polite_testing::PollChecker`):
 /// * every `SleepUntil(t)` has `t <= deadline`; every send happens before
 ///   the deadline and carries `abort_at = deadline + retry.transport_cushion`;
 /// * every wait parameter is at least 1 and at most
@@ -201,7 +201,7 @@ enum Phase {
 /// ```
 /// use polite_core::{Action, Event, JobReport, Method, Notice, Outcome, PollMachine, PollPolicy,
 ///                   RequestId, RequestInfo, Response};
-/// use polite_core::testing::SplitMix64;
+/// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 ///
 /// let t0 = Instant::now(); // the adapter's clock; tests use any instant
@@ -270,7 +270,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -296,7 +296,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let deadline = Instant::now() + Duration::from_secs(30); // the outer budget
     /// let later = deadline - Duration::from_secs(12); // the job started 12 s in
@@ -345,7 +345,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Action, Event, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -645,7 +645,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Action, Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let new = |timeout| PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -709,7 +709,7 @@ impl<R: Rng> PollMachine<R> {
     /// ```
     /// use polite_core::{Action, DelaySource, Event, JobReport, Method, PollMachine, PollPolicy,
     ///                   RequestId, RequestInfo, Response};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant, UNIX_EPOCH};
     /// let t0 = Instant::now();
     /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -733,7 +733,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                              SplitMix64::new(1), Instant::now(), Duration::from_secs(60)).unwrap();
@@ -747,7 +747,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Event, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -768,7 +768,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollMode, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let mut policy = PollPolicy::default();
     /// policy.long_poll_first = false;
@@ -787,7 +787,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(60)).unwrap();
@@ -802,7 +802,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -818,7 +818,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(3), Method::Get),
     ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
@@ -833,7 +833,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                          SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
@@ -849,7 +849,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                              SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();
@@ -865,7 +865,7 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use polite_core::testing::SplitMix64;
+    /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                              SplitMix64::new(1), Instant::now(), Duration::from_secs(5)).unwrap();

@@ -16,7 +16,7 @@
 //! not only "does not panic".
 //!
 //! ```
-//! use polite_core::testing::fuzz::Target;
+//! use polite_testing::fuzz::Target;
 //! for target in Target::ALL {
 //!     // Any bytes at all make a case, and the machines keep every promise.
 //!     target.check(b"\x07\x2a\x00\xff\x10 any bytes at all 429 503").unwrap();
@@ -28,27 +28,23 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arbitrary::Unstructured;
 
-use super::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
-use super::server_time;
-use super::{BatchChecker, Checker, PollChecker, ThrottleChecker, Violation, origin, violation};
-use crate::batch::{BatchMachine, BatchPolicy};
-use crate::budget::{RetryBucket, RetryCosts};
-use crate::event::{Action, Event, Response, TransportErrorKind};
-use crate::outcome::RetryClass;
-use crate::pace::{Paced, RateThrottle, Unpaced};
-use crate::policy::{BackoffExponent, Jitter, MaxRetries, RetryPolicy, StatusSet};
-use crate::poll::{PollMachine, PollPolicy};
-use crate::ratelimit::{self, RateLimitHeaders, RateLimitInfo};
-use crate::request::{Method, RequestId, RequestInfo};
-use crate::retry::RetryMachine;
-use crate::retry_after::{self, RetryAfter, RetryAfterError};
-use crate::rng::SplitMix64;
+use crate::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
+use crate::server_time;
+use crate::{BatchChecker, Checker, PollChecker, ThrottleChecker, Violation, origin, violation};
+use polite_core::{
+    Action, BackoffExponent, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Paced,
+    PollMachine, PollPolicy, RateThrottle, RequestId, RequestInfo, Response, RetryBucket,
+    RetryClass, RetryCosts, RetryMachine, RetryPolicy, SplitMix64, StatusSet, TransportErrorKind,
+    Unpaced,
+    ratelimit::{self, RateLimitHeaders, RateLimitInfo},
+    retry_after::{self, RetryAfter, RetryAfterError},
+};
 
 /// The fuzz targets, by the name of their file in `fuzz/fuzz_targets/` and
 /// of their corpus folder in `fuzz/corpus/`.
 ///
 /// ```
-/// use polite_core::testing::fuzz::Target;
+/// use polite_testing::fuzz::Target;
 /// assert_eq!(Target::from_name("poll_script"), Some(Target::Poll));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -819,7 +815,7 @@ impl Case for PaceCase {
     }
 
     fn check(&self) -> Result<(), Violation> {
-        let invalid = |e: crate::PolicyError| Violation {
+        let invalid = |e: polite_core::PolicyError| Violation {
             rule: "valid-policy",
             detail: e.to_string(),
         };
@@ -915,7 +911,7 @@ impl Case for PaceCase {
 }
 
 /// Runs a batch with the shared retry budget, if any.
-fn budgeted<P: crate::Pace>(
+fn budgeted<P: polite_core::Pace>(
     t0: Instant,
     b: BatchMachine<SplitMix64, P>,
     c: BatchChecker,
@@ -934,7 +930,7 @@ fn budgeted<P: crate::Pace>(
 
 fn batch<M, C>(t0: Instant, b: M, c: C, settle: Settle, script: &[Input]) -> Result<(), Violation>
 where
-    M: crate::Machine,
+    M: polite_core::Machine,
     C: Invariants<M>,
 {
     let mut run = ScriptRunner::new(t0, b, c).settle(settle);
@@ -1340,7 +1336,7 @@ impl Case for RateLimitCase {
             }
         }
         // The whole answer, both ways of reading it.
-        let mut r = Response::new(crate::SendId::default(), 200, wall);
+        let mut r = Response::new(polite_core::SendId::default(), 200, wall);
         let named = [
             ("RateLimit", &self.ratelimit),
             ("RateLimit-Policy", &self.policy),
@@ -1471,7 +1467,7 @@ fn check_policy(value: &[u8]) -> Result<(), Violation> {
             .min()
             .unwrap_or(0);
         if limit >= 1 {
-            crate::ratelimit::Quota {
+            polite_core::ratelimit::Quota {
                 limit,
                 window: Duration::from_secs(base),
             }
@@ -1483,7 +1479,7 @@ fn check_policy(value: &[u8]) -> Result<(), Violation> {
                     slowest = (q, w);
                 }
             }
-            crate::ratelimit::Quota {
+            polite_core::ratelimit::Quota {
                 limit: 1,
                 window: Duration::from_secs(slowest.1.div_ceil(slowest.0)),
             }

@@ -1,12 +1,11 @@
 //! [`ThrottleChecker`]: a plainly written reference for
-//! [`RateThrottle`](crate::RateThrottle), checked answer by answer.
+//! [`RateThrottle`](polite_core::RateThrottle), checked answer by answer.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{Violation, violation};
-use crate::pace::RateThrottle;
-use crate::retry::deadline_after;
+use crate::{Violation, violation};
+use polite_core::{RateThrottle, deadline_after};
 
 /// Checks the answers of a [`RateThrottle`] (SPEC §4) against a reference
 /// written as plainly as possible: a list of grant instants, time clamped
@@ -23,7 +22,7 @@ use crate::retry::deadline_after;
 ///   age-out plus the margin).
 ///
 /// ```
-/// use polite_core::testing::{ThrottleChecker, origin};
+/// use polite_testing::{ThrottleChecker, origin};
 /// use polite_core::RateThrottle;
 /// use std::time::Duration;
 ///
@@ -54,7 +53,7 @@ impl ThrottleChecker {
     /// A checker for a throttle of `limit` per `window` with this margin.
     ///
     /// ```
-    /// use polite_core::testing::ThrottleChecker;
+    /// use polite_testing::ThrottleChecker;
     /// use std::time::Duration;
     /// let c = ThrottleChecker::new(3, Duration::from_millis(500), Duration::from_millis(50));
     /// assert_eq!(c.granted(), 0);
@@ -76,7 +75,7 @@ impl ThrottleChecker {
     /// before the throttle's first call).
     ///
     /// ```
-    /// use polite_core::testing::ThrottleChecker;
+    /// use polite_testing::ThrottleChecker;
     /// use polite_core::RateThrottle;
     /// let c = ThrottleChecker::for_throttle(&RateThrottle::default());
     /// assert_eq!(c.granted(), 0);
@@ -89,7 +88,7 @@ impl ThrottleChecker {
     /// Records a cool-down the throttle was given.
     ///
     /// ```
-    /// use polite_core::testing::{ThrottleChecker, origin};
+    /// use polite_testing::{ThrottleChecker, origin};
     /// use std::time::Duration;
     /// let t0 = origin();
     /// let mut c = ThrottleChecker::new(5, Duration::from_secs(1), Duration::ZERO);
@@ -107,7 +106,7 @@ impl ThrottleChecker {
     /// The [`Violation`] it breaks.
     ///
     /// ```
-    /// use polite_core::testing::{ThrottleChecker, origin};
+    /// use polite_testing::{ThrottleChecker, origin};
     /// use std::time::Duration;
     /// let t0 = origin();
     /// let mut c = ThrottleChecker::new(1, Duration::from_secs(1), Duration::ZERO);
@@ -177,7 +176,7 @@ impl ThrottleChecker {
     /// Grants seen.
     ///
     /// ```
-    /// use polite_core::testing::{ThrottleChecker, origin};
+    /// use polite_testing::{ThrottleChecker, origin};
     /// use std::time::Duration;
     /// let mut c = ThrottleChecker::new(1, Duration::from_secs(1), Duration::ZERO);
     /// c.acquire(origin(), Ok(())).unwrap();

@@ -3,12 +3,13 @@
 //!
 //! A property test of *your* policy, in ten lines: whatever the server
 //! answers, whenever, and whatever the caller does, your policy keeps every
-//! promise the [`Checker`](super::Checker) knows (no sleep past the
+//! promise the [`Checker`](crate::Checker) knows (no sleep past the
 //! deadline, budgets, `Retry-After`, replayability, cancel, one outcome).
 //! Put it in a test file with `#[test]` above the `fn`:
 //!
 //! ```
-//! use polite_core::testing::{Checker, SplitMix64, origin, run_script, strategies};
+//! use polite_testing::{Checker, origin, run_script, strategies};
+//! use polite_core::SplitMix64;
 //! use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
 //! use proptest::prelude::*;
 //! use std::time::Duration;
@@ -33,28 +34,27 @@
 //! # fn main() { my_policy_keeps_its_promises(); }
 //! ```
 //!
-//! The same for a [`PollMachine`](crate::PollMachine) uses
-//! [`poll_script`] and a [`PollChecker`](super::PollChecker); for a
-//! [`BatchMachine`](crate::BatchMachine), [`batch_script`] and a
-//! [`BatchChecker`](super::BatchChecker).
+//! The same for a [`PollMachine`](polite_core::PollMachine) uses
+//! [`poll_script`] and a [`PollChecker`](crate::PollChecker); for a
+//! [`BatchMachine`](polite_core::BatchMachine), [`batch_script`] and a
+//! [`BatchChecker`](crate::BatchChecker).
 
 use std::time::Duration;
 
 use proptest::collection::SizeRange;
 use proptest::prelude::*;
 
-use super::script::{Answer, Input, Job};
-use crate::event::TransportErrorKind;
-use crate::outcome::RetryClass;
-use crate::policy::{Jitter, MaxRetries, RetryPolicy};
-use crate::poll::PollPolicy;
-use crate::request::{Method, RequestId, RequestInfo};
+use crate::script::{Answer, Input, Job};
+use polite_core::{
+    Jitter, MaxRetries, Method, PollPolicy, RequestId, RequestInfo, RetryClass, RetryPolicy,
+    TransportErrorKind,
+};
 
 /// HTTP statuses, weighted towards the ones the machines treat specially
 /// (200, 429, 503), with a few final ones and any value at all.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
 /// let status = strategies::status().new_tree(&mut TestRunner::default()).unwrap().current();
@@ -82,7 +82,7 @@ pub fn status() -> impl Strategy<Value = u16> {
 /// HTTP-dates (with a leap second too), or any bytes.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
 /// let _ = strategies::retry_after().new_tree(&mut TestRunner::default()).unwrap().current();
@@ -118,7 +118,7 @@ pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
 /// (`08:47:60`, i.e. 08:48:00), or garbage.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::date();
 /// ```
 pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
@@ -136,7 +136,7 @@ pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
 /// Transport error kinds.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::transport_kind();
 /// ```
 pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
@@ -155,7 +155,7 @@ pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
 /// class (it counts for statuses 400..=599 only).
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::retry_class();
 /// ```
 pub fn retry_class() -> impl Strategy<Value = Option<RetryClass>> {
@@ -172,7 +172,7 @@ pub fn retry_class() -> impl Strategy<Value = Option<RetryClass>> {
 /// garbage.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::rate_limit_headers();
 /// ```
 pub fn rate_limit_headers() -> impl Strategy<Value = Vec<(String, Vec<u8>)>> {
@@ -193,13 +193,13 @@ fn ms(range: std::ops::Range<u64>) -> impl Strategy<Value = Duration> {
     range.prop_map(Duration::from_millis)
 }
 
-/// One input for a single request ([`RetryMachine`](crate::RetryMachine),
-/// [`Paced`](crate::Paced)): answers with any status and `Retry-After`
+/// One input for a single request ([`RetryMachine`](polite_core::RetryMachine),
+/// [`Paced`](polite_core::Paced)): answers with any status and `Retry-After`
 /// (one in ten for an earlier attempt), transport errors, ticks of up to
 /// 20 s, wake-ups, cancels, and the clock stepping back.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::input();
 /// ```
 pub fn input() -> impl Strategy<Value = Input> {
@@ -239,7 +239,7 @@ pub fn input() -> impl Strategy<Value = Input> {
 /// A script of [`input`]s with a length in `size`.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::script(0..40);
 /// ```
 pub fn script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
@@ -251,7 +251,7 @@ pub fn script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
 /// of the wait parameter.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::job();
 /// ```
 pub fn job() -> impl Strategy<Value = Option<Job>> {
@@ -268,7 +268,7 @@ pub fn job() -> impl Strategy<Value = Option<Job>> {
     ]
 }
 
-/// One input for a [`PollMachine`](crate::PollMachine): answers (mostly
+/// One input for a [`PollMachine`](polite_core::PollMachine): answers (mostly
 /// `200` with a job report, sometimes with a `Retry-After` and a `Date`
 /// whatever the answer, the rejection of the wait parameter too, another
 /// session generation, or for an earlier poll), transport errors, ticks,
@@ -276,7 +276,7 @@ pub fn job() -> impl Strategy<Value = Option<Job>> {
 /// clock stepping back.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::poll_input();
 /// ```
 pub fn poll_input() -> impl Strategy<Value = Input> {
@@ -338,19 +338,19 @@ pub fn poll_input() -> impl Strategy<Value = Input> {
 /// A script of [`poll_input`]s with a length in `size`.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::poll_script(0..80);
 /// ```
 pub fn poll_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
     prop::collection::vec(poll_input(), size)
 }
 
-/// One input for a [`BatchMachine`](crate::BatchMachine): answers and
+/// One input for a [`BatchMachine`](polite_core::BatchMachine): answers and
 /// transport errors for any of the sends in flight, answers for sends
 /// never made, ticks, wake-ups, cancels, and the clock stepping back.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::batch_input();
 /// ```
 pub fn batch_input() -> impl Strategy<Value = Input> {
@@ -397,7 +397,7 @@ pub fn batch_input() -> impl Strategy<Value = Input> {
 /// A script of [`batch_input`]s with a length in `size`.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::batch_script(0..60);
 /// ```
 pub fn batch_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
@@ -407,7 +407,7 @@ pub fn batch_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Inp
 /// Jitter kinds, `Percent` with any value from 0 to 100.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::jitter();
 /// ```
 pub fn jitter() -> impl Strategy<Value = Jitter> {
@@ -424,7 +424,7 @@ pub fn jitter() -> impl Strategy<Value = Jitter> {
 /// `Retry-After` limits are the defaults.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::retry_policy();
 /// ```
 pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
@@ -451,7 +451,7 @@ pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
 /// a `PUT` with a body that cannot be produced again.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::request();
 /// ```
 pub fn request() -> impl Strategy<Value = RequestInfo> {
@@ -468,7 +468,7 @@ pub fn request() -> impl Strategy<Value = RequestInfo> {
 /// schedule jitter, and retry budgets of 0 to 4 per class.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::poll_policy();
 /// ```
 pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
@@ -505,7 +505,7 @@ pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
 /// of session generation 7 (answers of generation 8 are stale).
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::poll_request();
 /// ```
 pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
@@ -520,7 +520,7 @@ pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
 /// sometimes under 2 s.
 ///
 /// ```
-/// use polite_core::testing::strategies;
+/// use polite_testing::strategies;
 /// let _ = strategies::timeout();
 /// ```
 pub fn timeout() -> impl Strategy<Value = Duration> {

@@ -3,13 +3,37 @@
 //! which play a script against any [`Machine`] in virtual time and check
 //! every step with an [`Invariants`] checker.
 //!
-//! The same scripts drive the property tests (`testing::strategies`,
-//! feature `proptest`), the fuzz targets (`testing::fuzz`, feature
-//! `arbitrary`) and the exhaustive explorer ([`explore`](super::explore)):
-//! the rules live in the checkers, and every tool uses the same ones.
+//! The same scripts drive the property tests (`strategies`, feature
+//! `proptest`), the fuzz targets (`fuzz`, feature `arbitrary`) and the
+//! exhaustive explorer ([`explore`](crate::explore)): the rules live in the
+//! checkers, and every tool uses the same ones.
+//!
+//! ## Why a runner beside `drive`
+//!
+//! polite has one drive loop, [`polite_core::drive::drive`], and the
+//! [`Simulator`](crate::Simulator) runs machines through it. The
+//! `ScriptRunner` is the one other place that polls a machine's actions,
+//! because a script is *adversarial*: it is the world misbehaving, one
+//! event at a time, which no `Io` can express to `drive` —
+//!
+//! * events at any point, not only when the loop waits: an answer for a
+//!   send already answered (late, duplicated), an answer for a send never
+//!   made (stray), a tick at any instant, a cancel between any two events;
+//! * a clock that steps backwards (the `Io` contract says `now` is
+//!   monotonic; the machines must clamp when an adapter breaks it);
+//! * branching: the runner is `Clone` at every point of a script, so the
+//!   [explorer](crate::explore) plays each prefix once and forks from it,
+//!   and a fuzz case or a proptest shrinks script by script. A `drive`
+//!   future cannot be cloned mid-run.
+//!
+//! What it does between events is what `drive` does (poll actions until
+//! `SleepUntil` or `Stop`, keep the sends in flight, forward records and
+//! notices), but it takes no decision of its own: where `drive` would wait,
+//! the script says what happens next.
 //!
 //! ```
-//! use polite_core::testing::{Checker, Input, SplitMix64, origin, run_script};
+//! use polite_testing::{Checker, Input, origin, run_script};
+//! use polite_core::SplitMix64;
 //! use polite_core::{Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy};
 //! use std::time::Duration;
 //!
@@ -29,21 +53,17 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{BatchChecker, Checker, PollChecker, Step, Trace, Violation, violation};
-use crate::batch::BatchMachine;
-use crate::budget::RetryBudget;
-use crate::event::{Action, Event, JobReport, Response, SendId, TransportErrorKind};
-use crate::machine::Machine;
-use crate::outcome::{Outcome, RetryClass};
-use crate::pace::Pace;
-use crate::poll::Notice;
-use crate::record::AttemptRecord;
+use crate::{BatchChecker, Checker, PollChecker, Step, Trace, Violation, violation};
+use polite_core::{
+    Action, AttemptRecord, BatchMachine, Event, JobReport, Machine, Notice, Outcome, Pace,
+    Response, RetryBudget, RetryClass, SendId, TransportErrorKind,
+};
 
 /// What the body of a job-status answer says (for
-/// [`PollMachine`](crate::PollMachine); other machines ignore it).
+/// [`PollMachine`](polite_core::PollMachine); other machines ignore it).
 ///
 /// ```
-/// use polite_core::testing::{Input, Job};
+/// use polite_testing::{Input, Job};
 /// let running = Input::status(200).job(Job::State("running".into()));
 /// assert!(matches!(running, Input::Answer(a) if a.job.is_some()));
 /// ```
@@ -70,11 +90,11 @@ pub struct Answer {
     /// The caller's session generation at arrival.
     pub generation: Option<u64>,
     /// Other raw headers, (name, value), filed with
-    /// [`Response::header`](crate::Response::header): `RateLimit`,
+    /// [`Response::header`](polite_core::Response::header): `RateLimit`,
     /// `RateLimit-Policy`, `X-RateLimit-*`, `x-amz-retry-after`.
     pub headers: Vec<(String, Vec<u8>)>,
     /// The caller's classification of the answer
-    /// ([`Response::retry_class`](crate::Response::retry_class)).
+    /// ([`Response::retry_class`](polite_core::Response::retry_class)).
     pub retry_class: Option<RetryClass>,
     /// Answer a send that was already answered (a late, duplicated or
     /// stale answer) instead of one in flight.
@@ -93,7 +113,7 @@ pub struct Answer {
 /// (an answer, a transport error) when there is none is skipped.
 ///
 /// ```
-/// use polite_core::testing::Input;
+/// use polite_testing::Input;
 /// use polite_core::TransportErrorKind;
 /// use std::time::Duration;
 /// let script = vec![
@@ -150,7 +170,7 @@ impl Input {
     /// previous input.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// let Input::Answer(a) = Input::status(204) else { unreachable!() };
     /// assert_eq!((a.status, a.late, a.retry_after), (204, false, None));
     /// ```
@@ -174,7 +194,7 @@ impl Input {
     /// input.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// use polite_core::TransportErrorKind;
     /// assert!(matches!(Input::transport(TransportErrorKind::Dns), Input::Transport { .. }));
     /// ```
@@ -197,7 +217,7 @@ impl Input {
     /// Sets the raw `Retry-After` of an answer (other inputs unchanged).
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// let Input::Answer(a) = Input::status(429).retry_after("3") else { unreachable!() };
     /// assert_eq!(a.retry_after.as_deref(), Some(&b"3"[..]));
     /// ```
@@ -212,7 +232,7 @@ impl Input {
     /// Sets the raw `Date` of an answer.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// let Input::Answer(a) = Input::status(429).date("Sun, 06 Nov 1994 08:49:37 GMT") else { unreachable!() };
     /// assert!(a.date.is_some());
     /// ```
@@ -227,7 +247,7 @@ impl Input {
     /// Sets what the answer's body says about the job.
     ///
     /// ```
-    /// use polite_core::testing::{Input, Job};
+    /// use polite_testing::{Input, Job};
     /// let _ = Input::status(400).job(Job::LongPollUnsupported);
     /// ```
     #[must_use]
@@ -241,7 +261,7 @@ impl Input {
     /// Shorthand: an answer whose body says the job is in `state`.
     ///
     /// ```
-    /// use polite_core::testing::{Input, Job};
+    /// use polite_testing::{Input, Job};
     /// assert_eq!(Input::status(200).state("running"), Input::status(200).job(Job::State("running".into())));
     /// ```
     #[must_use]
@@ -252,7 +272,7 @@ impl Input {
     /// Sets the session generation current at the answer's arrival.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// let _ = Input::status(200).generation(8);
     /// ```
     #[must_use]
@@ -264,10 +284,10 @@ impl Input {
     }
 
     /// Adds a raw header to an answer (filed by name with
-    /// [`Response::header`](crate::Response::header)).
+    /// [`Response::header`](polite_core::Response::header)).
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// let i = Input::status(200).header("RateLimit", r#""default";r=0;t=2"#);
     /// assert!(matches!(i, Input::Answer(a) if a.headers.len() == 1));
     /// ```
@@ -282,7 +302,7 @@ impl Input {
     /// Sets the caller's classification of an answer.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// use polite_core::RetryClass;
     /// let i = Input::status(400).retry_class(RetryClass::RateLimited);
     /// assert!(matches!(i, Input::Answer(a) if a.retry_class.is_some()));
@@ -298,7 +318,7 @@ impl Input {
     /// Makes the answer one for a send already answered (late).
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// assert!(matches!(Input::status(200).late(), Input::Answer(a) if a.late));
     /// ```
     #[must_use]
@@ -312,7 +332,7 @@ impl Input {
     /// Chooses which send an answer or a transport error is for.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// assert!(matches!(Input::status(200).pick(3), Input::Answer(a) if a.pick == 3));
     /// ```
     #[must_use]
@@ -329,7 +349,7 @@ impl Input {
     /// error arrives.
     ///
     /// ```
-    /// use polite_core::testing::Input;
+    /// use polite_testing::Input;
     /// use std::time::Duration;
     /// let i = Input::status(200).after(Duration::ZERO);
     /// assert!(matches!(i, Input::Answer(a) if a.after.is_zero()));
@@ -349,7 +369,7 @@ impl Input {
 /// `transport connection reset +10ms`, `wake`, `cancel`, ...
 ///
 /// ```
-/// use polite_core::testing::Input;
+/// use polite_testing::Input;
 /// assert_eq!(Input::status(429).retry_after("2").to_string(), r#"429 Retry-After="2" +10ms"#);
 /// assert_eq!(Input::status(200).late().to_string(), "200 late +10ms");
 /// assert_eq!(Input::Wake.to_string(), "wake");
@@ -420,7 +440,7 @@ impl std::fmt::Display for Input {
 /// actions (a batch checker reads the item outcomes there).
 ///
 /// ```
-/// use polite_core::testing::{Invariants, Violation};
+/// use polite_testing::{Invariants, Violation};
 /// use polite_core::{Action, Event};
 /// use std::time::Instant;
 ///
@@ -554,7 +574,7 @@ impl<R: rand_core::Rng, P: Pace, B: RetryBudget> Invariants<&mut BatchMachine<R,
 /// script.
 ///
 /// ```
-/// use polite_core::testing::Settle;
+/// use polite_testing::Settle;
 /// assert_eq!(Settle::default(), Settle::Hang);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -573,7 +593,7 @@ pub enum Settle {
 /// RFC's example date `Sun, 06 Nov 1994 08:49:37 GMT` is 77 s ahead.
 ///
 /// ```
-/// use polite_core::testing::default_wall_clock;
+/// use polite_testing::default_wall_clock;
 /// use std::time::{Duration, UNIX_EPOCH};
 /// assert_eq!(default_wall_clock(), UNIX_EPOCH + Duration::from_secs(784_111_700));
 /// ```
@@ -587,17 +607,28 @@ pub fn default_wall_clock() -> SystemTime {
 ///
 /// The runner is the adapter: after every event it polls actions until
 /// `SleepUntil` or `Stop`, keeps the sends in flight, and remembers the
-/// wake-up. [`finish`](Self::finish) settles the machine to its end (see
+/// wake-up.
+///
+/// **Why a runner beside [`polite_core::drive`]**: a script is the world
+/// misbehaving one event at a time — late, duplicated and stray answers,
+/// ticks and cancels between any two events, a clock stepping backwards —
+/// which no [`Io`](polite_core::drive::Io) can express to `drive` (its
+/// contract is a well-behaved world); and the runner is `Clone` at every
+/// point, so that the [explorer](crate::explore) can fork a run, which a
+/// `drive` future cannot. Between events it does what `drive` does and
+/// decides nothing of its own. For a well-behaved world, use the
+/// [`Simulator`](crate::Simulator), which runs `drive` itself. [`finish`](Self::finish) settles the machine to its end (see
 /// [`Settle`]), checks that it ends with exactly one, sticky outcome, and
 /// returns the [`Trace`]. Rules the runner checks itself, whatever the
 /// checker: `stop-sticky`, `terminates` (a `Stop` within 10,000 settling
 /// steps) and `no-wait` (no more than 100,000 sends in a row).
 ///
 /// It is `Clone` when the machine and the checker are, so that an explorer
-/// can branch from any point of a script ([`explore`](super::explore)).
+/// can branch from any point of a script ([`explore`](crate::explore)).
 ///
 /// ```
-/// use polite_core::testing::{Input, PollChecker, ScriptRunner, SplitMix64, origin};
+/// use polite_testing::{Input, PollChecker, ScriptRunner, origin};
+/// use polite_core::SplitMix64;
 /// use polite_core::{Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
 /// use std::time::Duration;
 ///
@@ -672,9 +703,10 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
     /// Default [`default_wall_clock()`].
     ///
     /// ```
-    /// use polite_core::testing::{Input, ScriptRunner, origin};
+    /// use polite_testing::{Input, ScriptRunner, origin};
     /// use std::time::{Duration, UNIX_EPOCH};
-    /// # use polite_core::testing::{Checker, SplitMix64};
+    /// # use polite_testing::Checker;
+    /// # use polite_core::SplitMix64;
     /// # use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
     /// # let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     /// #                           SplitMix64::new(1), origin(), Duration::from_secs(30)).unwrap();
@@ -860,6 +892,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             Trace {
                 steps: self.steps,
                 records: self.records,
+                notices: self.notices,
                 outcome,
                 ended_at,
             },
@@ -997,8 +1030,8 @@ fn pick(ids: &[SendId], n: u32) -> Option<SendId> {
     }
 }
 
-/// Plays `script` against `machine` (created at [`origin()`](super::origin))
-/// from [`origin()`](super::origin), checking every step with `checker`,
+/// Plays `script` against `machine` (created at [`origin()`](crate::origin))
+/// from [`origin()`](crate::origin), checking every step with `checker`,
 /// then settles it (nothing answers any more) and returns the trace.
 ///
 /// # Errors
@@ -1006,7 +1039,8 @@ fn pick(ids: &[SendId], n: u32) -> Option<SendId> {
 /// The first [`Violation`].
 ///
 /// ```
-/// use polite_core::testing::{Checker, Input, SplitMix64, origin, run_script};
+/// use polite_testing::{Checker, Input, origin, run_script};
+/// use polite_core::SplitMix64;
 /// use polite_core::{Method, Outcome, Reply, RequestId, RequestInfo, RetryMachine, RetryPolicy};
 /// use std::time::Duration;
 ///
@@ -1024,7 +1058,7 @@ pub fn run_script<M: Machine, C: Invariants<M>>(
     checker: C,
     script: &[Input],
 ) -> Result<Trace, Violation> {
-    let mut runner = ScriptRunner::new(super::origin(), machine, checker);
+    let mut runner = ScriptRunner::new(crate::origin(), machine, checker);
     runner.play(script)?;
     runner.finish()
 }

@@ -1,22 +1,16 @@
-//! The invariant checker for [`PollMachine`], and a job board that lets the
-//! [`Simulator`] run one (a scripted answer carries no job report, so the
-//! board attaches the report the server closure chose to each answer).
+//! [`PollChecker`]: the invariants of a [`PollMachine`], checked on its
+//! stream of inputs, outputs and notices independently of its logic.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use polite_core::{
+    Action, Event, JobReport, Notice, Outcome, PollMachine, PollPolicy, RequestInfo, RetryClass,
+    SendId, SendPlan, backoff,
+};
 use rand_core::Rng;
 
-use super::server_time::{self, NotBefore};
-use super::{Scripted, Simulator, Trace, Violation, violation};
-use crate::backoff;
-use crate::event::{Action, Event, JobReport, SendId, SendPlan};
-use crate::machine::Machine;
-use crate::outcome::{Outcome, RetryClass};
-use crate::poll::{Notice, PollMachine, PollPolicy};
-use crate::record::AttemptRecord;
-use crate::request::RequestInfo;
+use crate::server_time::{self, NotBefore};
+use crate::{Violation, class_index, unknown, violation};
 
 /// What the next action must be, learnt from the inputs since the last one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +79,8 @@ enum Expect {
 /// accepts any of the stops they could lead to.
 ///
 /// ```
-/// use polite_core::testing::{PollChecker, SplitMix64};
+/// use polite_testing::PollChecker;
+/// use polite_core::SplitMix64;
 /// use polite_core::{Action, Event, JobReport, Method, PollMachine, PollPolicy, RequestId,
 ///                   RequestInfo, Response};
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -144,19 +139,11 @@ pub struct PollChecker {
     schedule_floor: Option<Instant>,
 }
 
-fn class_index(class: RetryClass) -> usize {
-    match class {
-        RetryClass::RateLimited => 0,
-        RetryClass::ServerError => 1,
-        RetryClass::Transport => 2,
-    }
-}
-
 impl PollChecker {
     /// A checker for a `PollMachine` with this policy, request and deadline.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Method, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
@@ -200,7 +187,8 @@ impl PollChecker {
     /// their own arithmetic.
     ///
     /// ```
-    /// use polite_core::testing::{PollChecker, SplitMix64};
+    /// use polite_testing::PollChecker;
+    /// use polite_core::SplitMix64;
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
@@ -226,7 +214,7 @@ impl PollChecker {
     /// machine's `handle`).
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Action, Event, Method, Outcome, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -268,6 +256,7 @@ impl PollChecker {
                 }
                 None => false,
             },
+            other => unknown(other),
         };
         // Any event at or after the deadline ends the wait (an answer that
         // ended it otherwise set its own expectation above).
@@ -278,7 +267,7 @@ impl PollChecker {
     }
 
     /// An answer to the poll in flight, before the deadline.
-    fn response(&mut self, now: Instant, plan: SendPlan, r: &crate::event::Response<'_>) {
+    fn response(&mut self, now: Instant, plan: SendPlan, r: &polite_core::Response<'_>) {
         if let (Some(mine), Some(now_gen)) = (self.generation, r.generation)
             && mine != now_gen
         {
@@ -373,7 +362,7 @@ impl PollChecker {
     /// switch to backoff.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Method, Notice, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let mut c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
@@ -398,7 +387,7 @@ impl PollChecker {
     /// The [`Violation`] it breaks.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Action, Method, PollPolicy, RequestId, RequestInfo, SendId, SendPlan};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -608,7 +597,7 @@ impl PollChecker {
     /// The outcome seen, if the machine stopped.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Action, Method, Outcome, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -625,7 +614,7 @@ impl PollChecker {
     /// Whether the checker saw the server reject the wait parameter.
     ///
     /// ```
-    /// use polite_core::testing::PollChecker;
+    /// use polite_testing::PollChecker;
     /// use polite_core::{Method, PollPolicy, RequestId, RequestInfo};
     /// use std::time::{Duration, Instant};
     /// let c = PollChecker::new(&PollPolicy::default(), &RequestInfo::new(RequestId(1), Method::Get),
@@ -635,196 +624,5 @@ impl PollChecker {
     #[must_use]
     pub fn switched(&self) -> bool {
         self.switched
-    }
-}
-
-/// What the board holds, shared between the server closure and the machine.
-#[derive(Debug, Default)]
-struct Board {
-    reports: Vec<(SendId, JobReport<'static>)>,
-    notices: Vec<(Instant, Notice)>,
-    violation: Option<Violation>,
-}
-
-/// Runs a [`PollMachine`] in the [`Simulator`] with job reports.
-///
-/// A [`Scripted`] answer has a status and headers but no body, so the board
-/// carries what the body would say: the server closure given to
-/// [`server`](Self::server) answers each poll with a `Scripted` *and* a
-/// [`JobReport`], and [`run`](Self::run) attaches that report to the answer
-/// the machine receives (as an adapter's classifier would), checks every
-/// step with a [`PollChecker`], and collects the machine's notices.
-///
-/// Cheap to clone: clones share one board.
-///
-/// ```
-/// use polite_core::testing::{JobBoard, Scripted, Simulator, SplitMix64};
-/// use polite_core::{JobReport, Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
-/// use std::time::{Duration, Instant};
-///
-/// let t0 = Instant::now();
-/// let done = t0 + Duration::from_secs(40);
-/// let board = JobBoard::new();
-/// // A server that holds each long poll until the job ends or the wait elapses.
-/// let sim = Simulator::new(t0).server(board.server(move |now, plan| {
-///     let until = now + Duration::from_secs(u64::from(plan.long_poll.unwrap_or(0)));
-///     let at = until.min(done.max(now));
-///     let state = if at >= done { "passed" } else { "running" };
-///     (Scripted::status(200).after(at - now), Some(JobReport::State(state)))
-/// }));
-/// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
-///                          SplitMix64::new(1), t0, Duration::from_secs(120)).unwrap();
-/// let run = board.run(sim, m).unwrap();
-/// assert!(matches!(run.trace.outcome, Outcome::Terminal { .. }));
-/// assert_eq!(run.trace.sends().count(), 2);
-/// assert!(run.notices.is_empty());
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct JobBoard {
-    board: Rc<RefCell<Board>>,
-}
-
-/// What [`JobBoard::run`] produced: the simulator's trace and the notices the
-/// machine gave, with their instants.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PollTrace {
-    /// Every action, record and the outcome.
-    pub trace: Trace,
-    /// Every notice, in order.
-    pub notices: Vec<(Instant, Notice)>,
-}
-
-impl JobBoard {
-    /// An empty board.
-    ///
-    /// ```
-    /// use polite_core::testing::JobBoard;
-    /// let _board = JobBoard::new();
-    /// ```
-    #[must_use]
-    pub fn new() -> JobBoard {
-        JobBoard::default()
-    }
-
-    /// Wraps a server closure that answers a poll with a [`Scripted`] answer
-    /// and the [`JobReport`] its body carries, into a closure for
-    /// [`Simulator::server`].
-    ///
-    /// ```
-    /// use polite_core::testing::{JobBoard, Scripted, Simulator};
-    /// use polite_core::JobReport;
-    /// use std::time::Instant;
-    /// let board = JobBoard::new();
-    /// let _sim = Simulator::new(Instant::now())
-    ///     .server(board.server(|_now, _plan| (Scripted::status(200), Some(JobReport::State("running")))));
-    /// ```
-    pub fn server(
-        &self,
-        mut answer: impl FnMut(Instant, &SendPlan) -> (Scripted, Option<JobReport<'static>>) + 'static,
-    ) -> impl FnMut(Instant, &SendPlan) -> Scripted + 'static {
-        let board = Rc::clone(&self.board);
-        move |now, plan| {
-            let (scripted, report) = answer(now, plan);
-            if let Some(report) = report {
-                board.borrow_mut().reports.push((plan.id, report));
-            }
-            scripted
-        }
-    }
-
-    /// Runs `machine` in `simulator` to its end, attaching the posted job
-    /// reports to the answers and checking every step with a
-    /// [`PollChecker`].
-    ///
-    /// # Errors
-    ///
-    /// The first [`Violation`] the checker finds, or the simulator's own.
-    ///
-    /// ```
-    /// use polite_core::testing::{JobBoard, Simulator, SplitMix64};
-    /// use polite_core::{Method, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo};
-    /// use std::time::{Duration, Instant};
-    /// let t0 = Instant::now();
-    /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
-    ///                          SplitMix64::new(1), t0, Duration::from_secs(3)).unwrap();
-    /// // No server at all: every poll hangs until the deadline.
-    /// let run = JobBoard::new().run(Simulator::new(t0), m).unwrap();
-    /// assert_eq!(run.trace.outcome, Outcome::TimedOut { needed: None });
-    /// ```
-    pub fn run<R: Rng>(
-        &self,
-        simulator: Simulator,
-        machine: PollMachine<R>,
-    ) -> Result<PollTrace, Violation> {
-        let attached = Attached {
-            checker: PollChecker::for_machine(&machine),
-            now: simulator.start,
-            machine,
-            board: Rc::clone(&self.board),
-        };
-        let trace = simulator.run(attached)?;
-        let mut board = self.board.borrow_mut();
-        if let Some(v) = board.violation.take() {
-            return Err(v);
-        }
-        Ok(PollTrace {
-            trace,
-            notices: std::mem::take(&mut board.notices),
-        })
-    }
-}
-
-/// A `PollMachine` on a board: attaches reports, checks, collects notices.
-#[derive(Debug)]
-struct Attached<R> {
-    machine: PollMachine<R>,
-    checker: PollChecker,
-    board: Rc<RefCell<Board>>,
-    /// The simulator's clock: the instant of the latest input.
-    now: Instant,
-}
-
-impl<R> Attached<R> {
-    fn fail(&self, v: Violation) {
-        let mut board = self.board.borrow_mut();
-        if board.violation.is_none() {
-            board.violation = Some(v);
-        }
-    }
-}
-
-impl<R: Rng> Machine for Attached<R> {
-    fn handle(&mut self, now: Instant, mut event: Event<'_>) {
-        self.now = self.now.max(now);
-        if let Event::Response(r) = &mut event {
-            let mut board = self.board.borrow_mut();
-            if let Some(i) = board.reports.iter().position(|(id, _)| *id == r.id) {
-                r.job = Some(board.reports.swap_remove(i).1);
-            }
-        }
-        self.checker.input(now, &event);
-        self.machine.handle(now, event);
-        if let Some(n) = self.machine.take_notice() {
-            self.board.borrow_mut().notices.push((self.now, n));
-            if let Err(v) = self.checker.notice(n) {
-                self.fail(v);
-            }
-        }
-    }
-
-    fn poll_action(&mut self) -> Action {
-        let action = self.machine.poll_action();
-        if let Err(v) = self.checker.output(self.now, &action) {
-            self.fail(v);
-        }
-        action
-    }
-
-    fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.machine.take_record()
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        Some(self.machine.deadline())
     }
 }

@@ -6,19 +6,19 @@
 //! 299,593 scripts of length 0 to 6. It walks them as a tree, cloning the
 //! runner (machine and checker) at each prefix, so each prefix is played
 //! once; each script is also settled to its end (see
-//! [`Settle`](super::Settle)) to check that it ends with exactly one,
+//! [`Settle`](crate::Settle)) to check that it ends with exactly one,
 //! sticky outcome.
 
 use std::collections::BTreeMap;
 
-use super::script::{Input, Invariants, ScriptRunner};
-use super::{Violation, origin};
-use crate::machine::Machine;
+use crate::script::{Input, Invariants, ScriptRunner};
+use crate::{Violation, origin};
+use polite_core::Machine;
 
 /// What an exploration covered.
 ///
 /// ```
-/// use polite_core::testing::Exploration;
+/// use polite_testing::Exploration;
 /// let e = Exploration::default();
 /// assert_eq!(e.scripts, 0);
 /// ```
@@ -72,7 +72,8 @@ impl std::error::Error for Counterexample {}
 /// The first [`Counterexample`] found.
 ///
 /// ```
-/// use polite_core::testing::{Checker, Input, ScriptRunner, SplitMix64, explore, origin};
+/// use polite_testing::{Checker, Input, ScriptRunner, explore, origin};
+/// use polite_core::SplitMix64;
 /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
 /// use std::time::Duration;
 ///
@@ -163,7 +164,8 @@ where
 /// The first [`Counterexample`] found.
 ///
 /// ```
-/// use polite_core::testing::{Checker, Input, SplitMix64, explore_from_origin, origin};
+/// use polite_testing::{Checker, Input, explore_from_origin, origin};
+/// use polite_core::SplitMix64;
 /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
 /// use std::time::Duration;
 /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),

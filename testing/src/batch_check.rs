@@ -1,15 +1,13 @@
-//! [`BatchChecker`]: the invariants of a [`BatchMachine`](crate::BatchMachine),
+//! [`BatchChecker`]: the invariants of a [`BatchMachine`](polite_core::BatchMachine),
 //! checked on its stream of inputs and outputs independently of its logic.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{Violation, violation};
-use crate::batch::BatchPolicy;
-use crate::event::{Action, Event, SendId};
-use crate::outcome::{Outcome, RetryClass};
-use crate::request::RequestInfo;
-use crate::retry_after;
+use crate::{Violation, class_index, unknown, violation};
+use polite_core::{
+    Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, SendId, retry_after,
+};
 
 /// Checks the invariants of SPEC.md §1, §2 and §4 on the inputs and outputs
 /// of a batch:
@@ -47,12 +45,12 @@ use crate::retry_after;
 ///   else `BatchDone` with the right counts).
 ///
 /// Feed it every input with [`input`](Self::input) and every output with
-/// [`output`](Self::output) (the [`Simulator`](super::Simulator) does with
-/// [`check_batch`](super::Simulator::check_batch)), and the machine's
-/// [`outcomes`](crate::BatchMachine::outcomes) whenever you can.
+/// [`output`](Self::output) (the [`Simulator`](crate::Simulator) does with
+/// [`check_batch`](crate::Simulator::check_batch)), and the machine's
+/// [`outcomes`](polite_core::BatchMachine::outcomes) whenever you can.
 ///
 /// ```
-/// use polite_core::testing::{BatchChecker, Scripted, Simulator, origin};
+/// use polite_testing::{BatchChecker, Scripted, Simulator, origin};
 /// use polite_core::{BatchMachine, BatchPolicy, Method, Outcome, RateThrottle, RequestId,
 ///                   RequestInfo, SplitMix64};
 /// use std::time::Duration;
@@ -107,7 +105,7 @@ impl BatchChecker {
     /// `deadline`.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -152,7 +150,8 @@ impl BatchChecker {
     /// [`throttled`](Self::throttled) when its pace is a throttle of its own).
     ///
     /// ```
-    /// use polite_core::testing::{BatchChecker, SplitMix64, origin};
+    /// use polite_testing::{BatchChecker, origin};
+    /// use polite_core::SplitMix64;
     /// use polite_core::{BatchMachine, BatchPolicy, Method, RequestId, RequestInfo, Unpaced};
     /// use std::time::Duration;
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -162,8 +161,8 @@ impl BatchChecker {
     /// assert_eq!(c.sends(), 0);
     /// ```
     #[must_use]
-    pub fn for_machine<R: rand_core::Rng, P: crate::Pace, B: crate::RetryBudget>(
-        batch: &crate::BatchMachine<R, P, B>,
+    pub fn for_machine<R: rand_core::Rng, P: polite_core::Pace, B: polite_core::RetryBudget>(
+        batch: &polite_core::BatchMachine<R, P, B>,
     ) -> BatchChecker {
         let requests: Vec<RequestInfo> = (0..batch.len())
             .filter_map(|i| batch.request(i).copied())
@@ -171,12 +170,12 @@ impl BatchChecker {
         BatchChecker::new(batch.policy(), &requests, batch.deadline())
     }
 
-    /// The batch's pace is a [`RateThrottle`](crate::RateThrottle) of
+    /// The batch's pace is a [`RateThrottle`](polite_core::RateThrottle) of
     /// `limit` per `window` that nothing else uses: check the `rate` and
     /// `cool-down` rules too.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -198,7 +197,7 @@ impl BatchChecker {
     /// The most sends seen in flight at once.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -220,7 +219,7 @@ impl BatchChecker {
     /// Sends seen.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -241,7 +240,7 @@ impl BatchChecker {
     /// The batch's outcome, once it stopped.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -269,7 +268,7 @@ impl BatchChecker {
     /// Records an input fed to the batch at `now`.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -314,6 +313,7 @@ impl BatchChecker {
                 (r.id, retry.class_of_response(r))
             }
             Event::TransportError(id, _) => (*id, Some(RetryClass::Transport)),
+            other => unknown(other),
         };
         let (id, class) = id;
         let item = id.item as usize;
@@ -334,7 +334,7 @@ impl BatchChecker {
     /// The [`Violation`] it breaks.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();
@@ -403,11 +403,7 @@ impl BatchChecker {
                             format!("{plan:?}: a resend without a retried failure"),
                         );
                     };
-                    let i = match class {
-                        RetryClass::RateLimited => 0,
-                        RetryClass::ServerError => 1,
-                        RetryClass::Transport => 2,
-                    };
+                    let i = class_index(class);
                     let budget = retry.max_retries.of(class);
                     let spent = self.retries[item][i] >= budget;
                     let restart = match class {
@@ -486,7 +482,7 @@ impl BatchChecker {
     /// The [`Violation`] it breaks.
     ///
     /// ```
-    /// # use polite_core::testing::BatchChecker;
+    /// # use polite_testing::BatchChecker;
     /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
     /// # use std::time::{Duration, Instant};
     /// # let t0 = Instant::now();

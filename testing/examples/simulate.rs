@@ -1,10 +1,10 @@
 //! Runs a `RetryMachine` against a scripted server in virtual time and prints
-//! every decision: `cargo run -p polite-core --features testing --example simulate`.
+//! every decision: `cargo run -p polite-testing --example simulate`.
 
 use std::time::Duration;
 
-use polite_core::testing::{Scripted, Simulator, SplitMix64, origin};
-use polite_core::{Action, Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+use polite_core::{Action, Method, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64};
+use polite_testing::{Scripted, Simulator, origin};
 
 fn main() {
     let t0 = origin();
