@@ -30,6 +30,7 @@ pub use crate::{answer::HttpAnswer, runtime::DEFAULT_MAX_BODY};
 pub use polite_core::drive::Classify;
 pub use polite_core::ratelimit::RateLimitHeaders;
 pub use polite_core::{
-    AttemptRecord, Backoff, Jitter, JobReport, MaxRetries, Notice, Outcome, RetryAfterLimits,
-    RetryClass, RetryPolicy, StatusSet, TerminalStates, TransportErrorKind,
+    AttemptRecord, Backoff, Jitter, JobReport, MaxRetries, Notice, Outcome, Reply,
+    RetryAfterLimits, RetryBucket, RetryClass, RetryCosts, RetryPolicy, StatusSet, TerminalStates,
+    TransportErrorKind,
 };

@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::io::HttpIo;
 use crate::options::CallOptions;
 use crate::pace::ClientPace;
-use crate::paces::{PaceKey, Paces};
+use crate::paces::{ClientBudget, PaceKey, Paces};
 use crate::runtime::Runtime;
 use crate::trace::trace_record;
 use crate::transport::{Cancel, Clock, NeverCancel, Transport};
@@ -426,7 +426,8 @@ where
             self.rng(call.id),
             call.now,
             call.timeout,
-        )?;
+        )?
+        .with_budget(call.budget());
         self.drive_one(
             transport,
             machine,
@@ -505,6 +506,7 @@ where
             },
         );
         let pace = paces.get(&key, now);
+        let budget = paces.budget(&key, now);
         let mut machine = BatchMachine::new(
             config.batch_policy(),
             infos,
@@ -513,6 +515,7 @@ where
             now,
             config.timeout,
         )?
+        .with_budget(budget)
         .rate_limit_headers(config.rate_limit_headers);
         let mut io = HttpIo::new(
             &self.shared.transport,
@@ -624,6 +627,10 @@ struct Started<'c> {
 impl Started<'_> {
     fn pace(&self) -> Arc<Mutex<ClientPace>> {
         self.paces.get(&self.key, self.now)
+    }
+
+    fn budget(&self) -> ClientBudget {
+        self.paces.budget(&self.key, self.now)
     }
 }
 

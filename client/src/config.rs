@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use polite_core::ratelimit::RateLimitHeaders;
-use polite_core::{Backoff, BatchPolicy, PollPolicy, RetryPolicy, TerminalStates};
+use polite_core::{Backoff, BatchPolicy, PollPolicy, RetryBucket, RetryPolicy, TerminalStates};
 
 use crate::paces::PaceBy;
 use crate::redirect::RedirectPolicy;
@@ -57,6 +57,26 @@ pub struct Config {
     /// log is allocated once at this size). `None`: never learn. Default
     /// `Some(1000)`.
     pub learn_quota: Option<u32>,
+    /// The retry budget (SPEC §2: a token bucket of retries, the AWS SDKs'
+    /// "retry quota"), one per pace key like the pace: a retry withdraws
+    /// 5 tokens after a 429 and 14 after any other failure; a success gives
+    /// back what its last retry cost, or 1 when it needed none. On by
+    /// default with 500 tokens, so a server that is down for good sees
+    /// about 35 retries from this client and then one attempt per call
+    /// until successes refill the bucket — instead of every call retrying
+    /// to its own limit (reqwest 0.13 and the AWS SDKs also ship with a
+    /// budget on). `None`: every retry the policy allows.
+    ///
+    /// Compared with gRPC's retry throttling (`maxTokens`, `tokenRatio`):
+    /// gRPC takes one token per *failed attempt* and gives back
+    /// `tokenRatio` per success, and refuses every retry while fewer than
+    /// half the tokens are left; polite (like the AWS SDKs) takes a
+    /// class-dependent cost per *retry* (a 429 costs less than a 5xx),
+    /// refuses a retry only when its cost is no longer there, refunds a
+    /// success's last retry in full, and keeps one bucket per pace key
+    /// (per origin by default) rather than per channel. A first attempt is
+    /// never refused by either.
+    pub retry_budget: Option<RetryBucket>,
     /// Adapt the send rate to rate-limited answers when the server gives
     /// no quota (SPEC §4.1; the AWS SDKs' adaptive mode, see
     /// [`polite_core::adaptive`]): a 429 without hints cuts the rate every
@@ -81,6 +101,7 @@ impl Default for Config {
             max_restarts: 2,
             rate_limit_headers: RateLimitHeaders::default(),
             learn_quota: Some(1000),
+            retry_budget: Some(RetryBucket::default()),
             adaptive: true,
         }
     }

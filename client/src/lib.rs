@@ -58,7 +58,7 @@ pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
 pub use options::CallOptions;
 pub use pace::ClientPace;
-pub use paces::{PaceBy, PaceKey, Paces};
+pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use redirect::RedirectPolicy;
 pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
 pub use trace::trace_record;

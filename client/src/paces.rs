@@ -8,7 +8,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use polite_core::RateThrottle;
+use polite_core::{RateThrottle, Reply, RetryBucket, RetryBudget, RetryClass};
 
 use crate::config::{Config, Throttle};
 use crate::error::Error;
@@ -92,6 +92,7 @@ const MAX_KEYS: usize = 1024;
 #[derive(Debug)]
 pub struct Paces {
     by: PaceBy,
+    budget: Option<RetryBucket>,
     throttle: Option<Throttle>,
     learn_quota: Option<u32>,
     adaptive: bool,
@@ -102,7 +103,53 @@ pub struct Paces {
 #[derive(Debug)]
 struct Entry {
     pace: Arc<Mutex<ClientPace>>,
+    budget: ClientBudget,
     used: Instant,
+}
+
+/// A key's retry budget: the [`RetryBucket`] its calls share
+/// ([`Config::retry_budget`]), or none (every retry the policy allows).
+///
+/// ```
+/// use polite_client::ClientBudget;
+/// use polite_core::{Reply, RetryBucket, RetryBudget, RetryClass, RetryCosts};
+/// let mut none = ClientBudget::default();
+/// assert_eq!(none.withdraw(RetryClass::ServerError, Reply::Status(503)), Some(0));
+/// let mut tiny = ClientBudget::new(Some(RetryBucket::new(14, RetryCosts::default())));
+/// assert_eq!(tiny.withdraw(RetryClass::ServerError, Reply::Status(503)), Some(14));
+/// assert_eq!(tiny.withdraw(RetryClass::ServerError, Reply::Status(503)), None);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ClientBudget(Option<Arc<Mutex<RetryBucket>>>);
+
+impl ClientBudget {
+    /// A budget over `bucket` (`None`: no budget).
+    #[must_use]
+    pub fn new(bucket: Option<RetryBucket>) -> ClientBudget {
+        ClientBudget(bucket.map(|b| Arc::new(Mutex::new(b))))
+    }
+
+    /// The tokens left (`None` without a budget).
+    #[must_use]
+    pub fn tokens(&self) -> Option<u32> {
+        self.0
+            .as_ref()
+            .map(|b| b.lock().unwrap_or_else(PoisonError::into_inner).tokens())
+    }
+}
+
+impl RetryBudget for ClientBudget {
+    fn withdraw(&mut self, class: RetryClass, last: Reply) -> Option<u32> {
+        match &mut self.0 {
+            Some(b) => b.withdraw(class, last),
+            None => Some(0),
+        }
+    }
+    fn deposit(&mut self, last_cost: Option<u32>) {
+        if let Some(b) = &mut self.0 {
+            b.deposit(last_cost);
+        }
+    }
 }
 
 impl Paces {
@@ -114,6 +161,7 @@ impl Paces {
     pub fn new(config: &Config) -> Result<Paces, Error> {
         let paces = Paces {
             by: config.pace_by,
+            budget: config.retry_budget,
             throttle: config.throttle,
             learn_quota: config.learn_quota,
             adaptive: config.adaptive,
@@ -154,10 +202,19 @@ impl Paces {
 
     /// The pace of `key` at `now`, made if new.
     pub fn get(&self, key: &PaceKey, now: Instant) -> Arc<Mutex<ClientPace>> {
+        self.entry(key, now).0
+    }
+
+    /// The retry budget of `key` at `now`, made if new (with its pace).
+    pub fn budget(&self, key: &PaceKey, now: Instant) -> ClientBudget {
+        self.entry(key, now).1
+    }
+
+    fn entry(&self, key: &PaceKey, now: Instant) -> (Arc<Mutex<ClientPace>>, ClientBudget) {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = map.get_mut(key) {
             e.used = e.used.max(now);
-            return Arc::clone(&e.pace);
+            return (Arc::clone(&e.pace), e.budget.clone());
         }
         if map.len() >= SWEEP_AT {
             sweep(&mut map, now);
@@ -168,14 +225,16 @@ impl Paces {
             Err(_) => ClientPace::new(None),
         };
         let pace = Arc::new(Mutex::new(pace));
+        let budget = ClientBudget::new(self.budget);
         map.insert(
             key.clone(),
             Entry {
                 pace: Arc::clone(&pace),
+                budget: budget.clone(),
                 used: now,
             },
         );
-        pace
+        (pace, budget)
     }
 
     /// How many keys are held now.
@@ -202,7 +261,13 @@ impl Paces {
 /// Drops the unused idle entries; past [`MAX_KEYS`], the least recently
 /// used unused ones too.
 fn sweep(map: &mut HashMap<PaceKey, Entry>, now: Instant) {
-    let unused = |e: &Entry| Arc::strong_count(&e.pace) == 1;
+    let unused = |e: &Entry| {
+        Arc::strong_count(&e.pace) == 1
+            && e.budget
+                .0
+                .as_ref()
+                .is_none_or(|b| Arc::strong_count(b) == 1)
+    };
     let quiet = |e: &Entry| {
         e.pace
             .lock()

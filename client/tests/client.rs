@@ -13,10 +13,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use polite_client::api::{Jitter, Outcome, RetryPolicy};
+use polite_client::api::{
+    Jitter, Outcome, Reply, RetryBucket, RetryClass, RetryCosts, RetryPolicy,
+};
 use polite_client::{
-    CancelToken, Client, Clock, Config, JsonJob, Observed, Runtime, Throttle, Transport,
-    TransportError,
+    CallOptions, CancelToken, Client, Clock, Config, JsonJob, Observed, PaceKey, Runtime, Throttle,
+    Transport, TransportError,
 };
 
 thread_local! {
@@ -293,4 +295,110 @@ fn a_configuration_that_makes_no_sense_is_an_error_not_a_panic() {
     // The runtime's own transport: Client::new() with the default configuration.
     let client = Client::<Sim, Script>::new();
     assert_eq!(client.config(), &Config::default());
+}
+
+#[test]
+fn a_429_from_one_origin_never_holds_back_another() {
+    let script = Script::of(&[
+        (429, &[("retry-after", "5")], ""),
+        (200, &[], ""),
+        (200, &[], ""),
+    ]);
+    let mut config = quiet();
+    config.retry.max_retries.rate_limited = 0; // the first call ends at its 429
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), config).unwrap();
+    let t0 = now();
+    assert!(client.send(get("/a")).is_err());
+    // Another origin goes at once ...
+    let other = http::Request::get("http://127.0.0.2:9/b")
+        .body(Bytes::new())
+        .unwrap();
+    assert!(client.send(other).is_ok());
+    // ... the same origin waits out the server's 5 s.
+    assert!(client.send(get("/c")).is_ok());
+    let sent = script.sent();
+    assert_eq!(sent[1].0, t0, "{sent:?}");
+    assert!(sent[2].0 - t0 >= Duration::from_secs(5), "{sent:?}");
+}
+
+#[test]
+fn call_options_override_the_budget_the_retry_rules_and_the_pace_key() {
+    let script = Script::of(&[(503, &[("retry-after", "20")], ""), (200, &[], "")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let mut request = get("/a");
+    request
+        .extensions_mut()
+        .insert(CallOptions::new().timeout(Duration::from_secs(2)));
+    let t0 = now();
+    let err = client.send(request).unwrap_err();
+    // The server's 20 s do not fit the call's own 2 s: it ends at once.
+    assert_eq!(now(), t0, "{err}");
+    assert_eq!(script.sent().len(), 1);
+
+    let mut retry = quiet().retry;
+    retry.max_retries.server_error = 0;
+    let script = Script::of(&[(503, &[], ""), (200, &[], "")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let mut request = get("/a");
+    request
+        .extensions_mut()
+        .insert(CallOptions::new().retry(retry));
+    assert!(client.send(request).is_err(), "no retry for this call");
+    assert_eq!(script.sent().len(), 1);
+
+    // Calls to one origin under two keys do not share a cool-down.
+    let script = Script::of(&[(429, &[("retry-after", "5")], ""), (200, &[], "")]);
+    let mut config = quiet();
+    config.retry.max_retries.rate_limited = 0;
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), config).unwrap();
+    let keyed = |key: &str| {
+        let mut r = get("/a");
+        r.extensions_mut()
+            .insert(CallOptions::new().pace_key(PaceKey::new(key.to_owned())));
+        r
+    };
+    let t0 = now();
+    assert!(client.send(keyed("tenant-1")).is_err());
+    assert!(client.send(keyed("tenant-2")).is_ok());
+    assert_eq!(script.sent()[1].0, t0);
+}
+
+#[test]
+fn the_retry_budget_is_shared_by_the_calls_to_one_origin() {
+    // 30 tokens: two server-error retries (14 each), then none.
+    let config = Config {
+        retry_budget: Some(RetryBucket::new(30, RetryCosts::default())),
+        ..quiet()
+    };
+    let answers: Vec<(u16, &[Header], &str)> = vec![(503, &[], ""); 20];
+    let script = Script::of(&answers);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), config).unwrap();
+    let first = client.send(get("/a")).unwrap_err();
+    assert_eq!(
+        first.outcome(),
+        Some(Outcome::RetryBudgetExhausted {
+            class: RetryClass::ServerError,
+            last: Reply::Status(503)
+        })
+    );
+    assert_eq!(
+        script.sent().len(),
+        3,
+        "one send and the two retries the bucket paid for"
+    );
+    // The next call to the same origin finds the bucket empty: one attempt.
+    assert!(client.send(get("/b")).is_err());
+    assert_eq!(script.sent().len(), 4);
+    // Without a budget every retry the policy allows is made.
+    let script = Script::of(&answers);
+    let client: Client<Sim, Script> = Client::with_transport(
+        script.clone(),
+        Config {
+            retry_budget: None,
+            ..quiet()
+        },
+    )
+    .unwrap();
+    assert!(client.send(get("/a")).is_err());
+    assert_eq!(script.sent().len(), 5, "the policy's 4 retries");
 }

@@ -253,6 +253,25 @@ impl LabHandle {
         self.shared.log.clear();
     }
 
+    /// TCP connections accepted since the lab started: how well a client
+    /// reuses its connections (keep-alive) — 1,000 sequential GETs over one
+    /// kept-alive connection count 1.
+    ///
+    /// ```
+    /// let lab = polite_lab::Lab::start(polite_lab::LabConfig::default()).unwrap();
+    /// assert_eq!(lab.connections(), 0);
+    /// let agent = ureq::Agent::new_with_defaults();
+    /// for _ in 0..3 {
+    ///     agent.get(&lab.url("/items/1")).call().unwrap().body_mut().read_to_vec().unwrap();
+    /// }
+    /// assert_eq!(lab.connections(), 1);
+    /// ```
+    pub fn connections(&self) -> u64 {
+        self.shared
+            .connections
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Requests being handled right now (including hanging ones).
     pub fn in_flight(&self) -> usize {
         self.shared.log.in_flight()

@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     scripts: Mutex<HashMap<(usize, String), usize>>,
     rng: Mutex<SplitMix64>,
     next_run: AtomicU64,
+    /// TCP connections accepted so far.
+    pub(crate) connections: AtomicU64,
 }
 
 impl Shared {
@@ -95,6 +97,7 @@ impl Shared {
             quotas: Mutex::new(quotas),
             scripts: Mutex::new(HashMap::new()),
             next_run: AtomicU64::new(1),
+            connections: AtomicU64::new(0),
         }
     }
 
@@ -593,6 +596,7 @@ pub(crate) async fn serve(
             _ = &mut stop => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
+                    shared.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let _ = stream.set_nodelay(true);
                     tokio::spawn(serve_connection(stream, Arc::clone(&shared)));
                 }

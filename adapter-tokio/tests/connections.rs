@@ -1,0 +1,48 @@
+//! Connections are reused (SPEC §4.4): sequential calls ride one kept-alive
+//! connection, and a batch at concurrency C keeps about C open — counted at
+//! the server.
+
+use bytes::Bytes;
+use polite_lab::{Lab, LabConfig};
+use polite_tokio::{Client, Config};
+
+fn get(url: String) -> http::Request<Bytes> {
+    http::Request::get(url).body(Bytes::new()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_calls_reuse_one_connection() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let client = Client::new();
+    for i in 0..200 {
+        client
+            .send(get(lab.url(&format!("/items/{i}"))))
+            .await
+            .unwrap();
+    }
+    eprintln!(
+        "tokio: 200 sequential sends, {} connections",
+        lab.connections()
+    );
+    assert!(lab.connections() <= 2, "{} connections", lab.connections());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_keeps_about_concurrency_connections() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let client = Client::with_config(Config {
+        concurrency: 4,
+        ..Config::default()
+    })
+    .unwrap();
+    let requests = (0..1000)
+        .map(|i| get(lab.url(&format!("/items/{i}"))))
+        .collect();
+    let results = client.batch(requests).await.unwrap();
+    assert!(results.iter().all(Result::is_ok));
+    eprintln!(
+        "tokio: 1000 items at concurrency 4, {} connections",
+        lab.connections()
+    );
+    assert!(lab.connections() <= 8, "{} connections", lab.connections());
+}
