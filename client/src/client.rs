@@ -25,8 +25,9 @@ use crate::options::CallOptions;
 use crate::pace::ClientPace;
 use crate::paces::{ClientBudget, PaceKey, Paces};
 use crate::runtime::Runtime;
-use crate::trace::trace_record;
+use crate::trace::{self, trace_record};
 use crate::transport::{Cancel, Clock, NeverCancel, Transport};
+use tracing::Instrument;
 
 /// polite's calls, written once for every runtime: `send` (one logical
 /// request with retries), `wait` (a remote job, long poll first) and
@@ -368,6 +369,7 @@ where
     {
         let config = &self.shared.config;
         let now = call.now;
+        let span = trace::call_span(call.kind, request, call.label.as_deref());
         let mut machine = Paced::new(machine, call.pace(), now)
             .retry_after_limits(call.retry.retry_after)
             .rate_limit_headers(config.rate_limit_headers);
@@ -379,18 +381,29 @@ where
             config.wait.wait_param,
         )
         .redirects(config.redirects);
-        let done = drive::drive(&mut machine, &mut io, classify, &mut self.observer()).await;
+        let done = drive::drive(&mut machine, &mut io, classify, &mut self.observer())
+            .instrument(span.clone())
+            .await;
+        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
+        let attempts = io.sends(0);
+        let status = last.as_ref().map(|r| r.status().as_u16());
+        trace::end_span(&span, status, attempts, trace::error_type(&done.outcome));
         Ended {
             outcome: done.outcome,
-            last: done.answers.into_iter().next().flatten().map(|a| a.0),
+            last,
             error: io.take_error(0),
-            attempts: io.sends(0),
+            attempts,
             elapsed: drive::Io::now(&io).saturating_duration_since(now),
         }
     }
 
     /// What a call starts with: its id, clock reading, options and pace.
-    fn start(&self, request: &http::Request<Bytes>, now: std::time::Instant) -> Started<'_> {
+    fn start(
+        &self,
+        kind: &'static str,
+        request: &http::Request<Bytes>,
+        now: std::time::Instant,
+    ) -> Started<'_> {
         let options = CallOptions::of(request);
         let paces = &self.shared.paces;
         let key = options
@@ -404,6 +417,8 @@ where
             timeout: options.timeout.unwrap_or(self.shared.config.timeout),
             paces,
             key,
+            kind,
+            label: options.label,
         }
     }
 
@@ -419,7 +434,7 @@ where
         C: Cancel,
     {
         let clock = R::clock();
-        let call = self.start(&request, clock.now());
+        let call = self.start("send", &request, clock.now());
         let machine = RetryMachine::new(
             call.retry,
             request_info(call.id, &request),
@@ -448,7 +463,7 @@ where
         cancel: C,
     ) -> Result<JobDone, Error> {
         let clock = R::clock();
-        let call = self.start(&request, clock.now());
+        let call = self.start("wait", &request, clock.now());
         let policy = PollPolicy {
             retry: call.retry,
             ..self.shared.config.poll_policy()
@@ -525,7 +540,22 @@ where
             config.wait.wait_param,
         )
         .redirects(config.redirects);
-        let done = drive::drive(&mut machine, &mut io, &mut NoJobs, &mut self.observer()).await;
+        let span = tracing::info_span!(
+            target: "polite",
+            "polite.batch",
+            polite.items = requests.len(),
+            polite.concurrency = config.concurrency,
+            polite.succeeded = tracing::field::Empty,
+        );
+        let done = drive::drive(&mut machine, &mut io, &mut NoJobs, &mut self.observer())
+            .instrument(span.clone())
+            .await;
+        let succeeded = machine
+            .outcomes()
+            .iter()
+            .filter(|o| o.is_some_and(|o| o.is_success()))
+            .count();
+        span.record("polite.succeeded", succeeded);
         let elapsed = drive::Io::now(&io).saturating_duration_since(now);
         let mut answers = done.answers.into_iter();
         Ok(machine
@@ -622,6 +652,9 @@ struct Started<'c> {
     timeout: Duration,
     paces: &'c Paces,
     key: PaceKey,
+    /// `send` or `wait`, for the span.
+    kind: &'static str,
+    label: Option<String>,
 }
 
 impl Started<'_> {

@@ -61,5 +61,5 @@ pub use pace::ClientPace;
 pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use redirect::RedirectPolicy;
 pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
-pub use trace::trace_record;
+pub use trace::{redacted_url, trace_record};
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};

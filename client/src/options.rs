@@ -35,6 +35,9 @@ pub struct CallOptions {
     /// The pace this call shares, instead of the one its
     /// [`PaceBy`](crate::PaceBy) picks.
     pub pace_key: Option<PaceKey>,
+    /// A label of yours on the call's span (`polite.label`), to find it
+    /// among your own (the caller's current span is its parent anyway).
+    pub label: Option<String>,
 }
 
 impl CallOptions {
@@ -63,6 +66,13 @@ impl CallOptions {
     #[must_use]
     pub fn pace_key(mut self, key: PaceKey) -> CallOptions {
         self.pace_key = Some(key);
+        self
+    }
+
+    /// A label on the call's span.
+    #[must_use]
+    pub fn label(mut self, label: impl Into<String>) -> CallOptions {
+        self.label = Some(label.into());
         self
     }
 

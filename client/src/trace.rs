@@ -30,6 +30,7 @@ pub fn trace_record(r: &AttemptRecord) {
                 request = r.request.0,
                 item = r.id.item,
                 attempt = r.id.attempt,
+                http.request.resend_count = r.id.attempt,
                 reply = %r.reply,
                 class = r.class.map(tracing::field::display),
                 retry_after = ?r.retry_after,
@@ -45,4 +46,120 @@ pub fn trace_record(r: &AttemptRecord) {
     } else {
         ev!(tracing::Level::DEBUG);
     }
+}
+
+/// The span of one call, after the OpenTelemetry HTTP client semantic
+/// conventions: name `polite.send` / `polite.wait` (exported as the method,
+/// `otel.name`), `otel.kind = "client"`, `http.request.method`,
+/// `server.address`, `server.port`, `url.full` without user info and with
+/// every query value `REDACTED` (SPEC §5.1), and, once the call is over,
+/// `http.response.status_code`, `http.request.resend_count` (sends after the
+/// first) and `error.type` (why it did not succeed). The caller's current
+/// span is its parent; [`CallOptions::label`](crate::CallOptions::label)
+/// adds `polite.label`.
+pub(crate) fn call_span(
+    call: &'static str,
+    request: &http::Request<bytes::Bytes>,
+    label: Option<&str>,
+) -> tracing::Span {
+    let uri = request.uri();
+    let method = request.method().as_str();
+    let port = uri.port_u16().or(match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    });
+    macro_rules! span {
+        ($name:literal) => {
+            tracing::info_span!(
+                target: "polite",
+                $name,
+                otel.name = method,
+                otel.kind = "client",
+                http.request.method = method,
+                server.address = uri.host().unwrap_or(""),
+                server.port = port,
+                url.full = %redacted_url(uri),
+                polite.label = label,
+                http.response.status_code = tracing::field::Empty,
+                http.request.resend_count = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+            )
+        };
+    }
+    match call {
+        "wait" => span!("polite.wait"),
+        _ => span!("polite.send"),
+    }
+}
+
+/// Records how a call ended on its span.
+pub(crate) fn end_span(span: &tracing::Span, status: Option<u16>, sends: u32, error: Option<&str>) {
+    if let Some(s) = status {
+        span.record("http.response.status_code", s);
+    }
+    if sends > 1 {
+        span.record("http.request.resend_count", sends - 1);
+    }
+    if let Some(e) = error {
+        span.record("error.type", e);
+    }
+}
+
+/// `url.full` as the conventions want it: scheme, host, port and path;
+/// no user info; every query value replaced by `REDACTED` (names stay);
+/// no fragment.
+///
+/// ```
+/// let uri: http::Uri = "https://alice:pw@api.test:8443/v1/x?token=SECRET&page=2".parse().unwrap();
+/// assert_eq!(polite_client::redacted_url(&uri), "https://api.test:8443/v1/x?token=REDACTED&page=REDACTED");
+/// ```
+#[must_use]
+pub fn redacted_url(uri: &http::Uri) -> String {
+    let mut out = String::new();
+    if let Some(scheme) = uri.scheme_str() {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    out.push_str(uri.host().unwrap_or(""));
+    if let Some(port) = uri.port_u16() {
+        out.push(':');
+        out.push_str(&port.to_string());
+    }
+    out.push_str(uri.path());
+    if let Some(query) = uri.query() {
+        out.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                out.push('&');
+            }
+            match pair.split_once('=') {
+                Some((name, _)) => {
+                    out.push_str(name);
+                    out.push_str("=REDACTED");
+                }
+                None => out.push_str("REDACTED"),
+            }
+        }
+    }
+    out
+}
+
+/// The `error.type` of an outcome that is not a success (`None` for one).
+pub(crate) fn error_type(outcome: &polite_core::Outcome) -> Option<&'static str> {
+    use polite_core::Outcome as O;
+    Some(match outcome {
+        O::Succeeded { .. } | O::Terminal { .. } => return None,
+        O::NotRetryable { .. } => "not_retryable",
+        O::RetriesExhausted { .. } => "retries_exhausted",
+        O::RetryBudgetExhausted { .. } => "retry_budget_exhausted",
+        O::RateLimited { .. } => "rate_limited",
+        O::NotReplayable { .. } => "not_replayable",
+        O::TimedOut { .. } => "timed_out",
+        O::Cancelled => "cancelled",
+        O::Permanent { .. } => "permanent",
+        O::Starved { .. } => "starved",
+        O::Stale => "stale",
+        _ => "other",
+    })
 }
