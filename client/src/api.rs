@@ -15,6 +15,7 @@
 //! assert!(config.retry.validate().is_ok());
 //! ```
 
+pub use crate::classify::Classifier;
 pub use crate::client::{BatchResult, JobDone, Observed};
 pub use crate::config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]

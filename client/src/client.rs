@@ -18,6 +18,7 @@ use polite_core::{
 };
 
 use crate::answer::HttpAnswer;
+use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
 use crate::io::HttpIo;
@@ -381,7 +382,11 @@ where
             config.wait.wait_param,
         )
         .redirects(config.redirects);
-        let done = drive::drive(&mut machine, &mut io, classify, &mut self.observer())
+        let mut classify = Both {
+            client: config.classify.as_ref(),
+            call: classify,
+        };
+        let done = drive::drive(&mut machine, &mut io, &mut classify, &mut self.observer())
             .instrument(span.clone())
             .await;
         let last = done.answers.into_iter().next().flatten().map(|a| a.0);
@@ -547,7 +552,11 @@ where
             polite.concurrency = config.concurrency,
             polite.succeeded = tracing::field::Empty,
         );
-        let done = drive::drive(&mut machine, &mut io, &mut NoJobs, &mut self.observer())
+        let mut classify = Both {
+            client: config.classify.as_ref(),
+            call: &mut NoJobs,
+        };
+        let done = drive::drive(&mut machine, &mut io, &mut classify, &mut self.observer())
             .instrument(span.clone())
             .await;
         let succeeded = machine

@@ -5,6 +5,7 @@ use std::time::Duration;
 use polite_core::ratelimit::RateLimitHeaders;
 use polite_core::{Backoff, BatchPolicy, PollPolicy, RetryBucket, RetryPolicy, TerminalStates};
 
+use crate::classify::Classifier;
 use crate::paces::PaceBy;
 use crate::redirect::RedirectPolicy;
 
@@ -77,6 +78,10 @@ pub struct Config {
     /// (per origin by default) rather than per channel. A first attempt is
     /// never refused by either.
     pub retry_budget: Option<RetryBucket>,
+    /// The client's own reading of answers whose status does not tell
+    /// (a 200 saying "busy", a 400 saying "throttled"), for every call;
+    /// see [`Classifier`]. Default: none (statuses decide).
+    pub classify: Option<Classifier>,
     /// Adapt the send rate to rate-limited answers when the server gives
     /// no quota (SPEC §4.1; the AWS SDKs' adaptive mode, see
     /// [`polite_core::adaptive`]): a 429 without hints cuts the rate every
@@ -102,6 +107,7 @@ impl Default for Config {
             rate_limit_headers: RateLimitHeaders::default(),
             learn_quota: Some(1000),
             retry_budget: Some(RetryBucket::default()),
+            classify: None,
             adaptive: true,
         }
     }

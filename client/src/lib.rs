@@ -33,6 +33,7 @@
 
 mod answer;
 pub mod api;
+mod classify;
 mod client;
 mod config;
 #[cfg(feature = "ctrl-c")]
@@ -49,6 +50,7 @@ mod trace;
 mod transport;
 
 pub use answer::HttpAnswer;
+pub use classify::Classifier;
 pub use client::{BatchResult, Client, JobDone, Observed, request_info};
 pub use config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]

@@ -16,7 +16,8 @@ use polite_client::api::{
     Jitter, Outcome, Reply, RetryBucket, RetryClass, RetryCosts, RetryPolicy,
 };
 use polite_client::{
-    CallOptions, CancelToken, Client, Config, JsonJob, Observed, PaceKey, Runtime, Throttle,
+    CallOptions, CancelToken, Classifier, Client, Config, HttpAnswer, JsonJob, Observed, PaceKey,
+    Runtime, Throttle,
 };
 
 fn quiet() -> Config {
@@ -282,4 +283,38 @@ fn the_retry_budget_is_shared_by_the_calls_to_one_origin() {
     .unwrap();
     assert!(client.send(get("/a")).is_err());
     assert_eq!(script.sent().len(), 5, "the policy's 4 retries");
+}
+
+#[test]
+fn the_clients_classifier_reads_every_answer_of_every_call() {
+    // A 400 whose header says "Throttling" is a rate-limited answer; its
+    // Retry-After is honoured like a 429's.
+    let throttling = Classifier::new(|a: &HttpAnswer| {
+        (a.0.headers().get("x-error").map(|v| v.as_bytes()) == Some(b"Throttling"))
+            .then_some(RetryClass::RateLimited)
+    });
+    let script = Script::of(&[
+        (400, &[("x-error", "Throttling"), ("retry-after", "2")], ""),
+        (200, &[], "ok"),
+    ]);
+    let config = Config {
+        classify: Some(throttling.clone()),
+        ..quiet()
+    };
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), config).unwrap();
+    assert!(client.send(get("/a")).is_ok());
+    let sent = script.sent();
+    assert_eq!(sent.len(), 2);
+    assert!(sent[1].0 - sent[0].0 >= Duration::from_secs(2));
+    // In a batch too.
+    let script = Script::of(&[(400, &[("x-error", "Throttling")], ""), (200, &[], "ok")]);
+    let config = Config {
+        classify: Some(throttling),
+        concurrency: 1,
+        ..quiet()
+    };
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), config).unwrap();
+    let results = client.batch(vec![get("/a")]).unwrap();
+    assert!(results[0].is_ok());
+    assert_eq!(script.sent().len(), 2);
 }
