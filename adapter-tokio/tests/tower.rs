@@ -241,3 +241,78 @@ fn the_conformance_send_scenarios_pass_through_the_layer() {
         }
     });
 }
+
+/// A service that is not ready at its first `poll_ready` (it wakes the
+/// task and is ready at the next), and counts calls made without a ready
+/// `poll_ready` first on the same clone.
+#[derive(Clone)]
+struct Gate<S> {
+    inner: S,
+    readied: bool,
+    refused: bool,
+    waits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    unready_calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<S, Req> tower::Service<Req> for Gate<S>
+where
+    S: tower::Service<Req>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        use std::sync::atomic::Ordering;
+        if !self.refused {
+            self.refused = true;
+            self.waits.fetch_add(1, Ordering::SeqCst);
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        let ready = self.inner.poll_ready(cx);
+        self.readied = matches!(ready, std::task::Poll::Ready(Ok(())));
+        ready
+    }
+
+    fn call(&mut self, request: Req) -> S::Future {
+        if !std::mem::take(&mut self.readied) {
+            self.unready_calls
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.call(request)
+    }
+}
+
+#[tokio::test]
+async fn each_attempt_waits_until_its_clone_of_the_inner_service_is_ready() {
+    use std::sync::atomic::Ordering;
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/1",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let gate = Gate {
+        inner: upstream(),
+        readied: false,
+        refused: false,
+        waits: Default::default(),
+        unready_calls: Default::default(),
+    };
+    let (waits, unready) = (gate.waits.clone(), gate.unready_calls.clone());
+    let service = ServiceBuilder::new()
+        .layer(PoliteLayer::new(Config::default()).unwrap())
+        .service(gate);
+    let response = service
+        .oneshot(request("GET", &lab.url("/items/1"), b""))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(lab.log().len(), 2);
+    // Each attempt's clone was not ready at first, and waited.
+    assert_eq!(waits.load(Ordering::SeqCst), 2);
+    assert_eq!(unready.load(Ordering::SeqCst), 0);
+}
