@@ -96,18 +96,48 @@
 
 mod cancel;
 mod clock;
+#[cfg(feature = "middleware")]
+mod middleware;
 #[cfg(feature = "reqwest")]
 mod reqwest_transport;
 mod runtime;
 
 pub use cancel::TokioCancel;
 pub use clock::TokioClock;
+#[cfg(feature = "middleware")]
+pub use middleware::PoliteMiddleware;
 pub use polite_client::api::*;
 #[cfg(feature = "reqwest")]
 pub use reqwest;
+#[cfg(feature = "middleware")]
+pub use reqwest_middleware;
 #[cfg(feature = "reqwest")]
 pub use reqwest_transport::ReqwestTransport;
 #[cfg(feature = "ctrl-c")]
 pub use runtime::cancel_on_ctrl_c;
 pub use runtime::{Client, Tokio};
 pub use tokio_util::sync::CancellationToken;
+
+/// polite as a tower layer on tokio (feature `tower`): see
+/// [`polite_client::tower`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
+/// let layer = polite_tokio::PoliteLayer::new(polite_tokio::Config::default())?;
+/// # drop(layer); Ok(()) }
+/// ```
+#[cfg(feature = "tower")]
+pub type PoliteLayer<T = NoTransport> = polite_client::tower::PoliteLayer<Tokio, T>;
+/// The service a [`PoliteLayer`] makes over `S` (feature `tower`): see
+/// [`polite_client::tower::PoliteService`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), polite_tokio::Error> {
+/// use tower::Layer;
+/// let service: polite_tokio::PoliteService<()> = polite_tokio::PoliteLayer::new(polite_tokio::Config::default())?.layer(());
+/// # drop(service); Ok(()) }
+/// ```
+#[cfg(feature = "tower")]
+pub type PoliteService<S, T = NoTransport> = polite_client::tower::PoliteService<S, Tokio, T>;
+#[cfg(feature = "tower")]
+pub use polite_client::tower::PoliteBody;

@@ -100,21 +100,6 @@ impl ReqwestTransport {
     }
 }
 
-/// The kind an I/O error is retried as (`None`: it does not tell).
-fn io_kind(e: &std::io::Error) -> Option<TransportErrorKind> {
-    use std::io::ErrorKind as K;
-    Some(match e.kind() {
-        K::ConnectionRefused => TransportErrorKind::Refused,
-        K::ConnectionReset
-        | K::ConnectionAborted
-        | K::BrokenPipe
-        | K::UnexpectedEof
-        | K::NotConnected => TransportErrorKind::Reset,
-        K::TimedOut => TransportErrorKind::Timeout,
-        _ => return None,
-    })
-}
-
 /// The kind a rustls error is (a rejected certificate is permanent).
 #[cfg(feature = "rustls")]
 fn tls_kind(e: &rustls::Error) -> TransportErrorKind {
@@ -145,7 +130,7 @@ fn tls_in(_: &(dyn std::error::Error + 'static)) -> Option<TransportErrorKind> {
 
 /// Maps a reqwest error to the kind the machines decide by, by walking its
 /// `source()` chain (typed errors, never the text).
-fn kind(e: &reqwest::Error) -> TransportErrorKind {
+pub(crate) fn kind(e: &reqwest::Error) -> TransportErrorKind {
     if e.is_builder() {
         return TransportErrorKind::InvalidRequest;
     }
@@ -163,7 +148,10 @@ fn kind(e: &reqwest::Error) -> TransportErrorKind {
         if let Some(k) = tls_in(err) {
             return k;
         }
-        if let Some(k) = err.downcast_ref::<std::io::Error>().and_then(io_kind) {
+        if let Some(k) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(polite_client::io_error_kind)
+        {
             return k;
         }
         next = err.source();
@@ -179,8 +167,19 @@ fn kind(e: &reqwest::Error) -> TransportErrorKind {
 
 /// A reqwest error as a [`TransportError`]: its kind, and itself (without
 /// the URL, which may hold credentials) as the source.
-fn error(e: reqwest::Error) -> TransportError {
+pub(crate) fn error(e: reqwest::Error) -> TransportError {
     TransportError::new(kind(&e)).with_source(e.without_url())
+}
+
+/// An attempt's request as a `reqwest::Request` (its extensions kept: a
+/// per-request timeout rides there); a URL reqwest cannot take is a
+/// permanent `InvalidRequest`.
+pub(crate) fn to_reqwest(
+    request: http::Request<Bytes>,
+) -> Result<reqwest::Request, TransportError> {
+    reqwest::Request::try_from(request).map_err(|e| {
+        TransportError::new(TransportErrorKind::InvalidRequest).with_source(e.without_url())
+    })
 }
 
 async fn attempt(
@@ -188,11 +187,20 @@ async fn attempt(
     request: http::Request<Bytes>,
     max_body: usize,
 ) -> Result<http::Response<Bytes>, TransportError> {
+    let request = to_reqwest(request)?;
+    let response = client.execute(request).await.map_err(error)?;
+    read_whole(response, max_body).await
+}
+
+/// A reqwest answer as an `http::Response<Bytes>`, its body read whole up
+/// to `max_body` bytes (more, by `Content-Length` or by what arrives: a
+/// permanent `BodyTooLarge`, the rest never downloaded), its header values
+/// detached from the connection's read buffer.
+pub(crate) async fn read_whole(
+    mut response: reqwest::Response,
+    max_body: usize,
+) -> Result<http::Response<Bytes>, TransportError> {
     let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
-    let request = reqwest::Request::try_from(request).map_err(|e| {
-        TransportError::new(TransportErrorKind::InvalidRequest).with_source(e.without_url())
-    })?;
-    let mut response = client.execute(request).await.map_err(error)?;
     if response.content_length().is_some_and(|n| n > limit) {
         return Err(TransportError::body_too_large(limit));
     }
@@ -274,24 +282,6 @@ mod tests {
         assert_eq!(tls_kind(&other), TransportErrorKind::Tls);
         let wrapped = std::io::Error::new(std::io::ErrorKind::InvalidData, cert);
         assert_eq!(tls_in(&wrapped), Some(TransportErrorKind::Certificate));
-    }
-
-    #[test]
-    fn io_errors_map_to_kinds() {
-        use std::io::ErrorKind as K;
-        assert_eq!(
-            io_kind(&K::ConnectionRefused.into()),
-            Some(TransportErrorKind::Refused)
-        );
-        assert_eq!(
-            io_kind(&K::ConnectionReset.into()),
-            Some(TransportErrorKind::Reset)
-        );
-        assert_eq!(
-            io_kind(&K::TimedOut.into()),
-            Some(TransportErrorKind::Timeout)
-        );
-        assert_eq!(io_kind(&K::PermissionDenied.into()), None);
     }
 
     #[test]

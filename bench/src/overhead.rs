@@ -6,7 +6,11 @@
 //!   body read), on a current-thread tokio runtime;
 //! * polite-blocking `send` (ureq transport) vs `ureq` (`call()`, body read);
 //! * polite-async-std `send` vs its own bare `Http1Transport::send` (the
-//!   adapter's transport has no peer crate; this isolates polite's share).
+//!   adapter's transport has no peer crate; this isolates polite's share);
+//! * the integrations, each vs the bare client under it: a reqwest-middleware
+//!   stack with `PoliteMiddleware` vs reqwest (and vs the same stack with no
+//!   middleware, to split reqwest-middleware's own share), and hyper-util's
+//!   legacy client under `PoliteLayer` vs hyper-util.
 //!
 //! Both sides of a pair set the same 5 s per-request timeout.
 
@@ -45,9 +49,14 @@ impl Samples {
 
     /// A row comparing `variant` with the peer (variant 0).
     fn row(&self, name: &str, variant: usize) -> Vec<String> {
-        let raw = Dist::of(self.times[0].iter().copied());
+        self.row_against(name, variant, 0)
+    }
+
+    /// A row comparing `variant` with the peer `peer`.
+    fn row_against(&self, name: &str, variant: usize, peer: usize) -> Vec<String> {
+        let raw = Dist::of(self.times[peer].iter().copied());
         let pol = Dist::of(self.times[variant].iter().copied());
-        let raw_sum: f64 = self.times[0].iter().sum();
+        let raw_sum: f64 = self.times[peer].iter().sum();
         let pol_sum: f64 = self.times[variant].iter().sum();
         vec![
             name.to_owned(),
@@ -152,6 +161,82 @@ fn tokio_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Sam
     })
 }
 
+/// Variants: 0 reqwest, 1 a reqwest-middleware stack with no middleware,
+/// 2 the same stack with `PoliteMiddleware`, 3 hyper-util's legacy client,
+/// 4 the same client under `PoliteLayer`. Every variant reads the body.
+fn integration_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use tower::ServiceExt;
+    type Upstream = hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        polite_tokio::PoliteBody<Full<Bytes>>,
+    >;
+    type Bare = hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >;
+    let rt = crate::tokio_current_thread();
+    rt.block_on(async {
+        let config = polite_tokio::Config {
+            timeout: TIMEOUT,
+            ..polite_tokio::Config::default()
+        };
+        let raw = crate::reqwest_client();
+        let empty = reqwest_middleware::ClientBuilder::new(crate::reqwest_client()).build();
+        let middleware = reqwest_middleware::ClientBuilder::new(crate::reqwest_client())
+            .with(polite_tokio::PoliteMiddleware::new(config.clone()).expect("valid config"))
+            .build();
+        let executor = hyper_util::rt::TokioExecutor::new();
+        let hyper: Bare =
+            hyper_util::client::legacy::Client::builder(executor.clone()).build_http();
+        let upstream: Upstream = hyper_util::client::legacy::Client::builder(executor).build_http();
+        let layered = tower::ServiceBuilder::new()
+            .layer(polite_tokio::PoliteLayer::new(config).expect("valid config"))
+            .service(upstream);
+        let uri: http::Uri = url.parse().expect("a lab URL");
+        interleave_async(5, rounds, per_round, warm, |variant| {
+            let (raw, empty, middleware) = (&raw, &empty, &middleware);
+            let (hyper, layered, uri) = (&hyper, &layered, &uri);
+            async move {
+                let request = || {
+                    let mut r = http::Request::new(Full::new(Bytes::new()));
+                    *r.uri_mut() = uri.clone();
+                    r
+                };
+                match variant {
+                    4 => match layered.clone().oneshot(request()).await {
+                        Ok(r) => r.status() == 200 && r.into_body().collect().await.is_ok(),
+                        Err(_) => false,
+                    },
+                    3 => match tokio::time::timeout(TIMEOUT, async {
+                        let r = hyper.request(request()).await.ok()?;
+                        let ok = r.status() == 200;
+                        r.into_body().collect().await.ok().map(|_| ok)
+                    })
+                    .await
+                    {
+                        Ok(Some(ok)) => ok,
+                        _ => false,
+                    },
+                    2 | 1 => {
+                        let client = if variant == 2 { middleware } else { empty };
+                        match client.get(url).timeout(TIMEOUT).send().await {
+                            Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
+                            Err(_) => false,
+                        }
+                    }
+                    _ => match raw.get(url).timeout(TIMEOUT).send().await {
+                        Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    },
+                }
+            }
+        })
+        .await
+    })
+}
+
 /// Variants: 0 ureq, 1 polite-blocking's transport alone, 2 polite-blocking `send`.
 fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
     let agent = crate::ureq_agent();
@@ -233,6 +318,21 @@ pub fn run(size: Size) -> Vec<Table> {
     t.row(blocking.row("(polite-blocking's `UreqTransport` alone vs ureq)", 1));
     let asyncstd = async_std_samples(&url, rounds, per_round, warm);
     t.row(asyncstd.row("polite-async-std `send` vs its bare Http1Transport", 1));
+    let integrations = integration_samples(&url, rounds, per_round, warm);
+    t.row(integrations.row(
+        "reqwest-middleware stack with `PoliteMiddleware` vs reqwest",
+        2,
+    ));
+    t.row(integrations.row_against(
+        "(the same stack with `PoliteMiddleware` vs with no middleware)",
+        2,
+        1,
+    ));
+    t.row(integrations.row(
+        "(a reqwest-middleware stack with no middleware vs reqwest)",
+        1,
+    ));
+    t.row(integrations.row_against("hyper-util client under `PoliteLayer` vs hyper-util", 4, 3));
     t.note(format!(
         "{rounds} rounds × {per_round} GETs per variant, interleaved (the order rotating per \
          round), after {warm} warm-up GETs each; one lab on its own thread; target ratio ≤ 1.05. \

@@ -427,7 +427,11 @@ where
         }
     }
 
-    async fn send_in<U, C>(
+    /// `send` over `transport`, cancelled by `cancel`: the plain future
+    /// behind [`send`](Self::send) and [`send_via`](Self::send_via), for the
+    /// crate's own integrations (the tower layer) that need it without
+    /// [`Runtime::call`].
+    pub(crate) async fn send_in<U, C>(
         &self,
         transport: &U,
         request: http::Request<Bytes>,

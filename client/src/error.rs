@@ -121,6 +121,34 @@ impl TransportError {
     }
 }
 
+/// The kind an I/O error is retried as, or `None` when its kind does not
+/// tell (the caller picks a default): refused, reset (also aborted, broken
+/// pipe, unexpected end, not connected) and timed out. For transports that
+/// find an `std::io::Error` in their client's error chain.
+///
+/// ```
+/// use polite_core::TransportErrorKind;
+/// use std::io::ErrorKind as K;
+/// assert_eq!(polite_client::io_error_kind(&K::ConnectionRefused.into()), Some(TransportErrorKind::Refused));
+/// assert_eq!(polite_client::io_error_kind(&K::BrokenPipe.into()), Some(TransportErrorKind::Reset));
+/// assert_eq!(polite_client::io_error_kind(&K::TimedOut.into()), Some(TransportErrorKind::Timeout));
+/// assert_eq!(polite_client::io_error_kind(&K::PermissionDenied.into()), None);
+/// ```
+#[must_use]
+pub fn io_error_kind(e: &std::io::Error) -> Option<TransportErrorKind> {
+    use std::io::ErrorKind as K;
+    Some(match e.kind() {
+        K::ConnectionRefused => TransportErrorKind::Refused,
+        K::ConnectionReset
+        | K::ConnectionAborted
+        | K::BrokenPipe
+        | K::UnexpectedEof
+        | K::NotConnected => TransportErrorKind::Reset,
+        K::TimedOut => TransportErrorKind::Timeout,
+        _ => return None,
+    })
+}
+
 impl From<TransportErrorKind> for TransportError {
     fn from(kind: TransportErrorKind) -> Self {
         TransportError::new(kind)
@@ -253,6 +281,49 @@ impl Error {
         match self {
             Error::Outcome { response, .. } => response.as_deref(),
             _ => None,
+        }
+    }
+
+    /// The last answer and the outcome, when the call ended on the
+    /// server's own word: a final status by policy (`NotRetryable`, e.g. a
+    /// 404), a spent budget (`RetriesExhausted`, `RetryBudgetExhausted`,
+    /// e.g. the last 503), a rate limit it may not wait out (`RateLimited`,
+    /// the 429 with its `Retry-After`), or a failure on a request that may
+    /// not be re-sent (`NotReplayable`). Otherwise (timed out, starved by
+    /// the pace, cancelled, stale, no answer at all) the error itself.
+    ///
+    /// This is what a plain HTTP client call returns as `Ok` (any status is
+    /// an answer), and what polite's reqwest-middleware and tower
+    /// integrations hand back as `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// `self`, when the call did not end on an answer of the server.
+    ///
+    /// ```
+    /// use polite_client::Error;
+    /// use polite_core::Outcome;
+    /// let mut gone = http::Response::new(bytes::Bytes::new());
+    /// *gone.status_mut() = http::StatusCode::NOT_FOUND;
+    /// let e = Error::Outcome { outcome: Outcome::NotRetryable { status: 404 }, response: Some(Box::new(gone)) };
+    /// let (answer, outcome) = e.into_answer().unwrap();
+    /// assert_eq!((answer.status().as_u16(), outcome), (404, Outcome::NotRetryable { status: 404 }));
+    /// let late = Error::Outcome { outcome: Outcome::TimedOut { needed: None }, response: None };
+    /// assert!(late.into_answer().is_err());
+    /// ```
+    #[allow(clippy::result_large_err)] // the error is handed back as it came
+    pub fn into_answer(self) -> Result<(http::Response<Bytes>, Outcome), Error> {
+        match self {
+            Error::Outcome {
+                outcome:
+                    outcome @ (Outcome::NotRetryable { .. }
+                    | Outcome::RetriesExhausted { .. }
+                    | Outcome::RetryBudgetExhausted { .. }
+                    | Outcome::RateLimited { .. }
+                    | Outcome::NotReplayable { .. }),
+                response: Some(response),
+            } => Ok((*response, outcome)),
+            other => Err(other),
         }
     }
 

@@ -46,6 +46,8 @@ mod pace;
 mod paces;
 pub mod redirect;
 mod runtime;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod trace;
 mod transport;
 
@@ -55,7 +57,7 @@ pub use client::{BatchResult, Client, JobDone, Observed, request_info};
 pub use config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]
 pub use ctrl_c::{CtrlCError, cancel_on_ctrl_c};
-pub use error::{BoxError, Error, TransportError};
+pub use error::{BoxError, Error, TransportError, io_error_kind};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
 pub use options::CallOptions;
@@ -64,4 +66,4 @@ pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use redirect::RedirectPolicy;
 pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
 pub use trace::{redacted_url, trace_record};
-pub use transport::{Cancel, CancelToken, Clock, NeverCancel, Transport};
+pub use transport::{Cancel, CancelToken, Clock, NeverCancel, NoTransport, Transport};

@@ -50,6 +50,30 @@ pub trait Transport {
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending;
 }
 
+/// The transport of a client that is only ever called through
+/// [`Client::send_via`](crate::Client::send_via): the reqwest-middleware
+/// and tower integrations, which are handed the next layer per call. It has
+/// no HTTP client of its own: an attempt sent through it fails at once with
+/// a permanent [`TransportErrorKind::InvalidRequest`].
+///
+/// ```
+/// use polite_client::{NoTransport, Transport};
+/// use polite_core::TransportErrorKind;
+/// let sent = NoTransport.send(http::Request::new(bytes::Bytes::new()), std::time::Instant::now());
+/// assert_eq!(sent.into_inner().unwrap_err().kind(), TransportErrorKind::InvalidRequest);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTransport;
+
+impl Transport for NoTransport {
+    type Sending = std::future::Ready<Result<http::Response<Bytes>, TransportError>>;
+    fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+        std::future::ready(Err(TransportError::new(
+            polite_core::TransportErrorKind::InvalidRequest,
+        )))
+    }
+}
+
 /// A monotonic clock with a timer, and the wall clock that goes with it.
 pub trait Clock {
     /// The monotonic time now.

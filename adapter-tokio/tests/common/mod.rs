@@ -10,6 +10,8 @@ use bytes::Bytes;
 use polite_core::TransportErrorKind;
 use polite_tokio::{BoxSending, Transport};
 
+pub(crate) mod scenarios;
+
 /// Answers from a script after a fixed latency (tokio time), and records
 /// every request it saw with the instant it saw it.
 pub(crate) type Step = (u16, Option<&'static str>);

@@ -1,0 +1,408 @@
+//! [`PoliteMiddleware`]: polite as a `reqwest_middleware::Middleware`
+//! (feature `middleware`).
+
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use bytes::Bytes;
+use polite_client::{
+    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, RedirectPolicy, Transport,
+    TransportError, request_info,
+};
+use polite_core::{RetryPolicy, TransportErrorKind};
+use reqwest_middleware::{Middleware, Next};
+
+use crate::reqwest_transport::{error, kind, read_whole, to_reqwest};
+
+/// polite as a [`reqwest_middleware::Middleware`]: every request sent
+/// through a `ClientWithMiddleware` that has it becomes one polite call —
+/// retried by class (429, 500/502/503/504, transport errors; only when
+/// replayable), the server's `Retry-After` honoured and never cut short,
+/// one deadline for the whole call, and a pace per origin shared by every
+/// call through it (a 429 from one API never slows calls to another). So
+/// `client.get(url).send().await` call sites get polite's behaviour
+/// without changing.
+///
+/// ```
+/// use polite_lab::{Lab, LabConfig, Step};
+/// use polite_tokio::{Config, PoliteMiddleware};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A server that is unavailable once, asking for a second's patience.
+/// let lab = Lab::start(LabConfig::default().script("/items/1", vec![
+///     Step::with_retry_after(503, Duration::from_secs(1)),
+///     Step::Normal,
+/// ]))?;
+///
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(PoliteMiddleware::new(Config::default())?)
+///     .build();
+/// let started = std::time::Instant::now();
+/// let response = client.get(lab.url("/items/1")).send().await?;
+/// assert_eq!(response.status(), 200);
+/// assert!(started.elapsed() >= Duration::from_secs(1)); // the server's time, not less
+/// assert_eq!(lab.log().len(), 2);
+/// # Ok(()) }
+/// ```
+///
+/// ## What comes back
+///
+/// * **`Ok(response)`** whenever the call ended on the server's word, as a
+///   plain reqwest `send()` would return it: a success, a final status (a
+///   404), the last answer of a spent budget (the last 503), a 429 whose
+///   `Retry-After` is beyond what polite may wait (the automatic wait cap,
+///   60 s by default). An answer that is not a success carries the call's
+///   [`Outcome`](crate::Outcome) in its extensions
+///   (`response.extensions().get::<polite_tokio::Outcome>()`).
+/// * **`Err(reqwest_middleware::Error::Middleware(e))`** when the call
+///   timed out (including: the server's `Retry-After` falls after the
+///   deadline — the call ends at once with the error, it does not wait), was
+///   starved by the pace, or ended on a transport error. `e` is an
+///   `anyhow::Error` around polite's [`Error`]:
+///   `e.downcast_ref::<polite_tokio::Error>()` gives the outcome, the
+///   attempts, the elapsed time, and the reqwest error as `source()`.
+///
+/// ## Bodies
+///
+/// * A request body that reqwest holds in memory (`.body(bytes)`,
+///   `.json(..)`, `.form(..)`, or none) is copied once into the call and
+///   re-sent on every retry. A **streaming body** (`Body::wrap_stream`)
+///   cannot be produced again: such a request is sent **once**, through
+///   the rest of the stack unchanged — still paced and inside the deadline,
+///   never retried.
+/// * Only answers polite may retry (the statuses of the call's
+///   [`RetryPolicy`]) are read whole, up to [`max_body`](Self::max_body)
+///   (16 MiB by default; a larger one ends the call with a permanent
+///   `BodyTooLarge`). Every other answer — a success above all — is handed
+///   back as reqwest gave it, its body unread: downloads stream as before.
+///   The deadline covers the call up to that answer's headers; reading its
+///   body is yours, as with plain reqwest.
+///
+/// ## Per call
+///
+/// [`CallOptions`] (a call's own timeout, retry rules, pace key) go in the
+/// request's extensions: `client.get(url).with_extension(CallOptions::new().timeout(..))`.
+/// A request's own reqwest `.timeout(..)` still bounds each attempt.
+///
+/// ## The rest of the stack
+///
+/// * Each attempt runs the middleware after this one and the
+///   `reqwest::Client` again (logging, auth and tracing middleware see
+///   every attempt), sharing the request's extensions. An error of a
+///   middleware below (not a reqwest error) is not retried, as
+///   `reqwest-retry` does.
+/// * **Redirects** are the `reqwest::Client`'s (its redirect policy, by
+///   default up to 10 hops): [`new`](Self::new) turns polite's own off.
+/// * **Do not retry twice.** Put no `reqwest-retry` middleware in the same
+///   stack, and leave reqwest 0.13's own retries (`ClientBuilder::retry`)
+///   at their default, which re-sends only requests the server never
+///   processed (protocol NACKs such as an HTTP/2 `REFUSED_STREAM`), or turn
+///   them off with `reqwest::retry::never()`. A reqwest retry policy that
+///   retries statuses (`retry::for_host(..).classify_fn(..)`) makes each
+///   polite attempt up to 1 + `max_retries_per_request` sends, without
+///   `Retry-After`, outside polite's pace and attempt records: the budgets
+///   multiply (polite's 4 × reqwest's 2 → up to 15 sends for one 5xx
+///   call). Only the deadline still holds: every attempt, with whatever
+///   reqwest re-sends inside it, is aborted at polite's `abort_at`.
+#[derive(Clone, Debug)]
+pub struct PoliteMiddleware<T = NoTransport> {
+    client: crate::Client<T>,
+    max_body: usize,
+}
+
+impl PoliteMiddleware<NoTransport> {
+    /// A middleware with its own polite client on `config` (its calls share
+    /// one pace per origin). Redirects stay the `reqwest::Client`'s:
+    /// `config.redirects` is set to [`RedirectPolicy::NONE`].
+    ///
+    /// ```
+    /// let m = polite_tokio::PoliteMiddleware::new(polite_tokio::Config::default())?;
+    /// assert_eq!(m.client().config().redirects, polite_tokio::RedirectPolicy::NONE);
+    /// # Ok::<(), polite_tokio::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] or [`Error::Config`] for a configuration that
+    /// makes no sense.
+    pub fn new(config: polite_client::Config) -> Result<Self, Error> {
+        let config = polite_client::Config {
+            redirects: RedirectPolicy::NONE,
+            ..config
+        };
+        Ok(Self::from_client(crate::Client::with_transport(
+            NoTransport,
+            config,
+        )?))
+    }
+}
+
+impl<T> PoliteMiddleware<T>
+where
+    T: Transport + Send + Sync + 'static,
+    T::Sending: Unpin,
+{
+    /// A middleware whose calls share `client`'s configuration, pace and
+    /// observer: calls through the middleware and the client's own calls
+    /// slow down together on a 429. The client's
+    /// [`RedirectPolicy`] applies to a 3xx that comes back through the
+    /// stack (with a `reqwest::Client` that follows none itself).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let polite = polite_tokio::Client::new();
+    /// let m = polite_tokio::PoliteMiddleware::from_client(polite.clone());
+    /// # drop(m); }
+    /// ```
+    #[must_use]
+    pub fn from_client(client: crate::Client<T>) -> Self {
+        PoliteMiddleware {
+            client,
+            max_body: DEFAULT_MAX_BODY,
+        }
+    }
+
+    /// The largest answer body read whole (default 16 MiB); see "Bodies"
+    /// above.
+    ///
+    /// ```
+    /// let m = polite_tokio::PoliteMiddleware::new(polite_tokio::Config::default())?.max_body(1 << 20);
+    /// # drop(m);
+    /// # Ok::<(), polite_tokio::Error>(())
+    /// ```
+    #[must_use]
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The polite client the middleware calls through.
+    ///
+    /// ```
+    /// let m = polite_tokio::PoliteMiddleware::new(polite_tokio::Config::default())?;
+    /// assert_eq!(m.client().config().timeout, std::time::Duration::from_secs(30));
+    /// # Ok::<(), polite_tokio::Error>(())
+    /// ```
+    #[must_use]
+    pub fn client(&self) -> &crate::Client<T> {
+        &self.client
+    }
+}
+
+#[async_trait::async_trait]
+impl<T> Middleware for PoliteMiddleware<T>
+where
+    T: Transport + Send + Sync + 'static,
+    T::Sending: Unpin,
+{
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let buffered = match req.body() {
+            None => Some(Bytes::new()),
+            Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
+        };
+        let (parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
+        let request_extensions = parts.extensions.clone();
+        let mut options = extensions
+            .get::<CallOptions>()
+            .or_else(|| parts.extensions.get::<CallOptions>())
+            .cloned()
+            .unwrap_or_default();
+        let policy = options.retry.unwrap_or(self.client.config().retry);
+        let (mut template, once) = match buffered {
+            Some(bytes) => (http::Request::from_parts(parts, bytes), None),
+            None => {
+                let template = http::Request::from_parts(parts.clone(), Bytes::new());
+                let stream = reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
+                (template, Some(stream))
+            }
+        };
+        let read_whole = if once.is_some() {
+            // Sent once: nothing is retried, nothing needs reading whole.
+            options.retry = Some(RetryPolicy {
+                max_total_retries: Some(0),
+                ..policy
+            });
+            None
+        } else if request_info(0, &template).is_replayable() {
+            Some(policy)
+        } else {
+            None
+        };
+        template.extensions_mut().insert(options);
+        let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
+        let streamed = once.is_some();
+        let transport = NextTransport {
+            next,
+            extensions: &shared,
+            request_extensions,
+            once: Mutex::new(once),
+            streamed,
+            read_whole,
+            max_body: self.max_body,
+        };
+        let ended = self.client.send_via(&transport, template).await;
+        drop(transport);
+        *extensions = shared.into_inner();
+        let (response, outcome) = match ended {
+            Ok(response) => (response, None),
+            Err(e) => match e.into_answer() {
+                Ok((response, outcome)) => (response, Some(outcome)),
+                Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
+            },
+        };
+        let (parts, bytes) = response.into_parts();
+        let live = parts
+            .extensions
+            .get::<Passthrough>()
+            .and_then(Passthrough::take);
+        let mut response = match live {
+            Some(mut live) => {
+                // The headers went through polite (it read them there).
+                *live.headers_mut() = parts.headers;
+                live
+            }
+            None => reqwest::Response::from(http::Response::from_parts(parts, bytes)),
+        };
+        if let Some(outcome) = outcome {
+            response.extensions_mut().insert(outcome);
+        }
+        Ok(response)
+    }
+}
+
+/// An answer handed back unread: the live reqwest response, until the call
+/// ends (an extension must be `Clone + Sync`; the response is neither).
+#[derive(Clone)]
+struct Passthrough(std::sync::Arc<Mutex<Option<reqwest::Response>>>);
+
+impl Passthrough {
+    fn take(&self) -> Option<reqwest::Response> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// One call's transport: each attempt runs the rest of the middleware stack
+/// and the `reqwest::Client` (`next`), aborted at its `abort_at`.
+struct NextTransport<'a> {
+    next: Next<'a>,
+    /// The middleware extensions, shared by the attempts one after another
+    /// (as `reqwest-retry` does), handed back when the call ends.
+    extensions: &'a tokio::sync::Mutex<http::Extensions>,
+    /// The request's own extensions (reqwest keeps its per-request timeout
+    /// there), given to every attempt.
+    request_extensions: http::Extensions,
+    /// A request with a streaming body, sent once.
+    once: Mutex<Option<reqwest::Request>>,
+    streamed: bool,
+    /// The call's retry rules when it may be retried: its retryable answers
+    /// are read whole; `None`: every answer is handed back unread.
+    read_whole: Option<RetryPolicy>,
+    max_body: usize,
+}
+
+type Sending<'a> = std::pin::Pin<
+    Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'a>,
+>;
+
+impl<'a> Transport for NextTransport<'a> {
+    type Sending = Sending<'a>;
+
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Sending<'a> {
+        let once = self
+            .once
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let request = match once {
+            Some(request) => Ok(request),
+            // A redirect hop after the body was streamed: only a hop that
+            // sends no body (303, or 301/302 after a POST) can go.
+            None if self.streamed
+                && !matches!(*request.method(), http::Method::GET | http::Method::HEAD) =>
+            {
+                Err(TransportError::new(
+                    TransportErrorKind::RedirectNotReplayable,
+                ))
+            }
+            None => {
+                let mut request = request;
+                *request.extensions_mut() = self.request_extensions.clone();
+                to_reqwest(request)
+            }
+        };
+        let next = self.next.clone();
+        let extensions = self.extensions;
+        let (read_whole, max_body) = (self.read_whole, self.max_body);
+        Box::pin(async move {
+            let request = request?;
+            let at = tokio::time::Instant::from_std(abort_at);
+            let attempt = async {
+                let mut extensions = extensions.lock().await;
+                let response = next
+                    .run(request, &mut extensions)
+                    .await
+                    .map_err(middleware_error)?;
+                answer(response, read_whole, max_body).await
+            };
+            match tokio::time::timeout_at(at, attempt).await {
+                Ok(r) => r,
+                Err(_) => Err(TransportErrorKind::Aborted.into()),
+            }
+        })
+    }
+}
+
+/// An attempt's answer for polite: read whole when polite may retry it
+/// (its body then comes back with it), else its status and headers with
+/// the live response kept aside, unread.
+async fn answer(
+    mut response: reqwest::Response,
+    read_whole_by: Option<RetryPolicy>,
+    max_body: usize,
+) -> Result<http::Response<Bytes>, TransportError> {
+    let status = response.status();
+    if read_whole_by.is_some_and(|p| p.class_of(status.as_u16()).is_some()) {
+        let url = response.url().clone();
+        let extensions = std::mem::take(response.extensions_mut());
+        let mut out = read_whole(response, max_body).await?;
+        out.extensions_mut().extend(extensions);
+        // reqwest keeps an answer's URL in a private extension that only
+        // its response builder can set.
+        let with_url = reqwest::ResponseBuilderExt::url(http::Response::builder(), url).body(());
+        if let Ok(with_url) = with_url {
+            out.extensions_mut()
+                .extend(with_url.into_parts().0.extensions);
+        }
+        return Ok(out);
+    }
+    let mut out = http::Response::new(Bytes::new());
+    *out.status_mut() = status;
+    *out.version_mut() = response.version();
+    *out.headers_mut() = std::mem::take(response.headers_mut());
+    out.extensions_mut()
+        .insert(Passthrough(std::sync::Arc::new(Mutex::new(Some(response)))));
+    Ok(out)
+}
+
+/// What the rest of the stack failed with, as a transport error: a reqwest
+/// error by its kind (as `ReqwestTransport` classifies it), also inside a
+/// middleware's error; any other middleware error is permanent (not
+/// retried: `reqwest-retry` treats it as fatal too).
+fn middleware_error(e: reqwest_middleware::Error) -> TransportError {
+    match e {
+        reqwest_middleware::Error::Reqwest(e) => error(e),
+        reqwest_middleware::Error::Middleware(e) => {
+            let kind = e
+                .downcast_ref::<reqwest::Error>()
+                .map_or(TransportErrorKind::InvalidRequest, kind);
+            TransportError::new(kind).with_source(BoxError::from(e))
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! `PoliteMiddleware` in a real `reqwest_middleware` stack over a real
+//! `reqwest::Client`, against labs on loopback (real time, generous
+//! bounds; the lab counts and timestamps every request).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use polite_lab::{Lab, LabConfig, Step};
+use polite_tokio::{CallOptions, Config, Outcome, PoliteMiddleware};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+
+fn stack(config: Config) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::new())
+        .with(PoliteMiddleware::new(config).expect("valid config"))
+        .build()
+}
+
+/// polite's error inside a middleware error.
+fn polite_error(e: &reqwest_middleware::Error) -> &polite_tokio::Error {
+    match e {
+        reqwest_middleware::Error::Middleware(e) => e
+            .downcast_ref::<polite_tokio::Error>()
+            .expect("polite's error"),
+        other => panic!("not polite's error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_the_second_request_comes_after_it() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/1",
+        vec![
+            Step::with_retry_after(503, Duration::from_secs(1)),
+            Step::Normal,
+        ],
+    ))
+    .unwrap();
+    let client = stack(Config::default());
+    let started = Instant::now();
+    let response = client.get(lab.url("/items/1")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.url().as_str(), lab.url("/items/1"));
+    assert!(!response.bytes().await.unwrap().is_empty());
+    let log = lab.log();
+    assert_eq!(log.len(), 2, "{log:?}");
+    let gap = log[1].arrived - log[0].arrived;
+    assert!(gap >= Duration::from_secs(1), "sent again after {gap:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_deadline_before_the_servers_retry_after_ends_the_call_at_once() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/1",
+        vec![Step::with_retry_after(503, Duration::from_secs(5))],
+    ))
+    .unwrap();
+    let client = stack(Config::default());
+    let started = Instant::now();
+    let e = client
+        .get(lab.url("/items/1"))
+        .with_extension(CallOptions::new().timeout(Duration::from_secs(1)))
+        .send()
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_millis(900), "waited {elapsed:?}");
+    assert!(
+        matches!(polite_error(&e).outcome(), Some(Outcome::TimedOut { .. })),
+        "{e}"
+    );
+    // The last answer is still there for those who want it.
+    assert_eq!(
+        polite_error(&e).response().map(|r| r.status().as_u16()),
+        Some(503)
+    );
+    assert_eq!(lab.log().len(), 1);
+}
+
+#[tokio::test]
+async fn final_answers_are_ok_with_their_outcome_like_a_plain_reqwest_call() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/gone", vec![Step::status(404)])
+            .script("/down", vec![Step::without_retry_after(503); 10]),
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.retry.max_retries.server_error = 1;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let client = stack(config);
+    let gone = client.get(lab.url("/gone")).send().await.unwrap();
+    assert_eq!(gone.status(), 404);
+    assert_eq!(
+        gone.extensions().get::<Outcome>(),
+        Some(&Outcome::NotRetryable { status: 404 })
+    );
+    let down = client.get(lab.url("/down")).send().await.unwrap();
+    assert_eq!(down.status(), 503);
+    assert!(matches!(
+        down.extensions().get::<Outcome>(),
+        Some(Outcome::RetriesExhausted { .. })
+    ));
+    // Read whole to be retried, handed back with its body and URL.
+    assert_eq!(down.url().as_str(), lab.url("/down"));
+    assert!(down.text().await.unwrap().contains("SCRIPTED"));
+    assert_eq!(lab.log().len(), 1 + 2);
+}
+
+#[tokio::test]
+async fn a_streaming_body_is_sent_once_a_buffered_one_is_retried() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script(
+                "/items/stream",
+                vec![Step::without_retry_after(503), Step::Normal],
+            )
+            .script(
+                "/items/bytes",
+                vec![Step::without_retry_after(503), Step::Normal],
+            ),
+    )
+    .unwrap();
+    let client = stack(Config::default());
+    let streamed = client
+        .put(lab.url("/items/stream"))
+        .body(reqwest::Body::wrap(
+            "a body reqwest cannot clone".to_owned(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 503);
+    assert!(streamed.extensions().get::<Outcome>().is_some());
+    let buffered = client
+        .put(lab.url("/items/bytes"))
+        .body("a body in memory")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(buffered.status(), 200);
+    let log = lab.log();
+    assert_eq!(log.iter().filter(|e| e.path == "/items/stream").count(), 1);
+    assert_eq!(log.iter().filter(|e| e.path == "/items/bytes").count(), 2);
+}
+
+#[tokio::test]
+async fn a_post_without_idempotency_key_is_not_resent_with_one_it_is() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script(
+                "/items/plain",
+                vec![Step::without_retry_after(503), Step::Normal],
+            )
+            .script(
+                "/items/keyed",
+                vec![Step::without_retry_after(503), Step::Normal],
+            ),
+    )
+    .unwrap();
+    let client = stack(Config::default());
+    let plain = client
+        .post(lab.url("/items/plain"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 503);
+    assert!(matches!(
+        plain.extensions().get::<Outcome>(),
+        Some(Outcome::NotReplayable { .. })
+    ));
+    let keyed = client
+        .post(lab.url("/items/keyed"))
+        .header("Idempotency-Key", "k-1")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert!(keyed.status().is_success(), "{}", keyed.status());
+    let log = lab.log();
+    assert_eq!(log.iter().filter(|e| e.path == "/items/plain").count(), 1);
+    assert_eq!(log.iter().filter(|e| e.path == "/items/keyed").count(), 2);
+}
+
+#[tokio::test]
+async fn a_429_from_one_origin_does_not_slow_another_but_holds_back_its_own() {
+    let limited = Lab::start(LabConfig::default().script(
+        "/x",
+        vec![Step::with_retry_after(429, Duration::from_secs(5)); 4],
+    ))
+    .unwrap();
+    let healthy = Lab::start(LabConfig::default()).unwrap();
+    let client = stack(Config::default());
+
+    // Waits out the 5 s Retry-After (in the background, dropped below).
+    let waiting = tokio::spawn({
+        let (client, url) = (client.clone(), limited.url("/x"));
+        async move { client.get(url).send().await }
+    });
+    while limited.log().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await; // the 429 is in
+
+    let started = Instant::now();
+    for i in 0..5 {
+        let r = client
+            .get(healthy.url(&format!("/items/{i}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(1),
+        "the healthy origin took {elapsed:?}"
+    );
+
+    // The limited origin's cool-down is shared: another call to it cannot
+    // be sent within its 1 s budget and ends at once, sending nothing.
+    let started = Instant::now();
+    let e = client
+        .get(limited.url("/x"))
+        .with_extension(CallOptions::new().timeout(Duration::from_secs(1)))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(polite_error(&e).outcome().is_some(), "{e}");
+    assert_eq!(limited.log().len(), 1);
+    waiting.abort();
+}
+
+#[test]
+fn the_conformance_send_scenarios_pass_through_the_middleware() {
+    common::scenarios::run_all(|call: common::scenarios::Call| async move {
+        let client = stack(call.config);
+        let mut request = client.request(call.method.parse().unwrap(), &call.url);
+        if call.idempotency_key {
+            request = request.header("Idempotency-Key", "conformance");
+        }
+        match request.send().await {
+            Ok(response) => Ok(response.extensions().get::<Outcome>().copied()),
+            Err(e) => Err(polite_error(&e).outcome()),
+        }
+    });
+}

@@ -1,0 +1,318 @@
+//! `PoliteLayer` over hyper-util's legacy client (a real HTTP/1.1 client on
+//! tokio), against labs on loopback (real time, generous bounds; the lab
+//! counts and timestamps every request).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as Hyper;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use polite_lab::{Lab, LabConfig, Step};
+use polite_tokio::{CallOptions, Config, Outcome, PoliteBody, PoliteLayer, PoliteService};
+use tower::{ServiceBuilder, ServiceExt};
+
+type Upstream = Hyper<HttpConnector, PoliteBody<Full<Bytes>>>;
+
+fn upstream() -> Upstream {
+    Hyper::builder(TokioExecutor::new()).build_http()
+}
+
+fn stack(layer: PoliteLayer) -> PoliteService<Upstream> {
+    ServiceBuilder::new().layer(layer).service(upstream())
+}
+
+fn request(method: &str, url: &str, body: &'static [u8]) -> http::Request<Full<Bytes>> {
+    http::Request::builder()
+        .method(method)
+        .uri(url)
+        .body(Full::new(Bytes::from_static(body)))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_the_second_request_comes_after_it() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/1",
+        vec![
+            Step::with_retry_after(503, Duration::from_secs(1)),
+            Step::Normal,
+        ],
+    ))
+    .unwrap();
+    let service = stack(PoliteLayer::new(Config::default()).unwrap());
+    let started = Instant::now();
+    let response = service
+        .oneshot(request("GET", &lab.url("/items/1"), b""))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.extensions().get::<Outcome>().is_none());
+    // A success is passed through, its body streamed as hyper gives it.
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(!body.is_empty());
+    let log = lab.log();
+    assert_eq!(log.len(), 2, "{log:?}");
+    let gap = log[1].arrived - log[0].arrived;
+    assert!(gap >= Duration::from_secs(1), "sent again after {gap:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_deadline_before_the_servers_retry_after_ends_the_call_at_once() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/1",
+        vec![Step::with_retry_after(503, Duration::from_secs(5))],
+    ))
+    .unwrap();
+    let service = stack(PoliteLayer::new(Config::default()).unwrap());
+    let mut req = request("GET", &lab.url("/items/1"), b"");
+    req.extensions_mut()
+        .insert(CallOptions::new().timeout(Duration::from_secs(1)));
+    let started = Instant::now();
+    let e = service.oneshot(req).await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_millis(900), "waited {elapsed:?}");
+    assert!(matches!(e.outcome(), Some(Outcome::TimedOut { .. })), "{e}");
+    assert_eq!(lab.log().len(), 1);
+}
+
+#[tokio::test]
+async fn final_answers_are_ok_with_their_outcome_and_the_last_503_keeps_its_body() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/gone", vec![Step::status(404)])
+            .script("/down", vec![Step::without_retry_after(503); 10]),
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.retry.max_retries.server_error = 1;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let service = stack(PoliteLayer::new(config).unwrap());
+    let gone = service
+        .clone()
+        .oneshot(request("GET", &lab.url("/gone"), b""))
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    assert_eq!(
+        gone.extensions().get::<Outcome>(),
+        Some(&Outcome::NotRetryable { status: 404 })
+    );
+    let down = service
+        .oneshot(request("GET", &lab.url("/down"), b""))
+        .await
+        .unwrap();
+    assert_eq!(down.status(), 503);
+    assert!(matches!(
+        down.extensions().get::<Outcome>(),
+        Some(Outcome::RetriesExhausted { .. })
+    ));
+    let body = down.into_body().collect().await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("SCRIPTED"));
+    assert_eq!(lab.log().len(), 1 + 2);
+}
+
+#[tokio::test]
+async fn a_body_over_the_replay_limit_is_sent_once_one_within_it_is_retried() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script(
+                "/items/big",
+                vec![Step::without_retry_after(503), Step::Normal],
+            )
+            .script(
+                "/items/small",
+                vec![Step::without_retry_after(503), Step::Normal],
+            ),
+    )
+    .unwrap();
+    let service = stack(PoliteLayer::new(Config::default()).unwrap().replay_limit(8));
+    let big = service
+        .clone()
+        .oneshot(request("PUT", &lab.url("/items/big"), b"sixteen bytes..."))
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 503);
+    assert!(big.extensions().get::<Outcome>().is_some());
+    let small = service
+        .oneshot(request("PUT", &lab.url("/items/small"), b"eight.."))
+        .await
+        .unwrap();
+    assert_eq!(small.status(), 200);
+    let log = lab.log();
+    assert_eq!(log.iter().filter(|e| e.path == "/items/big").count(), 1);
+    assert_eq!(log.iter().filter(|e| e.path == "/items/small").count(), 2);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_then_an_error_with_its_cause() {
+    // A port nothing listens on: a lab started and shut down.
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let url = lab.url("/items/1");
+    lab.shutdown();
+    let mut config = Config::default();
+    config.retry.max_retries.transport = 2;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let service = stack(PoliteLayer::new(config).unwrap());
+    let e = service
+        .oneshot(request("GET", &url, b""))
+        .await
+        .unwrap_err();
+    let error = e.transport_error().expect("a transport error");
+    assert_eq!(error.kind(), polite_tokio::TransportErrorKind::Refused);
+    assert!(std::error::Error::source(error).is_some());
+    assert!(e.to_string().contains("3 attempts"), "{e}");
+}
+
+#[tokio::test]
+async fn a_429_from_one_origin_does_not_slow_another_but_holds_back_its_own() {
+    let limited = Lab::start(LabConfig::default().script(
+        "/x",
+        vec![Step::with_retry_after(429, Duration::from_secs(5)); 4],
+    ))
+    .unwrap();
+    let healthy = Lab::start(LabConfig::default()).unwrap();
+    let service = stack(PoliteLayer::new(Config::default()).unwrap());
+
+    let waiting = tokio::spawn(
+        service
+            .clone()
+            .oneshot(request("GET", &limited.url("/x"), b"")),
+    );
+    while limited.log().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await; // the 429 is in
+
+    let started = Instant::now();
+    for i in 0..5 {
+        let url = healthy.url(&format!("/items/{i}"));
+        let r = service
+            .clone()
+            .oneshot(request("GET", &url, b""))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(1),
+        "the healthy origin took {elapsed:?}"
+    );
+
+    let mut again = request("GET", &limited.url("/x"), b"");
+    again
+        .extensions_mut()
+        .insert(CallOptions::new().timeout(Duration::from_secs(1)));
+    let started = Instant::now();
+    let e = service.oneshot(again).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(e.outcome().is_some(), "{e}");
+    assert_eq!(limited.log().len(), 1);
+    waiting.abort();
+}
+
+#[test]
+fn the_conformance_send_scenarios_pass_through_the_layer() {
+    common::scenarios::run_all(|call: common::scenarios::Call| async move {
+        let service = stack(PoliteLayer::new(call.config).unwrap());
+        let mut req = request(call.method, &call.url, b"");
+        if call.idempotency_key {
+            req.headers_mut().insert(
+                "idempotency-key",
+                http::HeaderValue::from_static("conformance"),
+            );
+        }
+        match service.oneshot(req).await {
+            Ok(response) => Ok(response.extensions().get::<Outcome>().copied()),
+            Err(e) => Err(e.outcome()),
+        }
+    });
+}
+
+/// A service that is not ready at its first `poll_ready` (it wakes the
+/// task and is ready at the next), and counts calls made without a ready
+/// `poll_ready` first on the same clone.
+#[derive(Clone)]
+struct Gate<S> {
+    inner: S,
+    readied: bool,
+    refused: bool,
+    waits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    unready_calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<S, Req> tower::Service<Req> for Gate<S>
+where
+    S: tower::Service<Req>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        use std::sync::atomic::Ordering;
+        if !self.refused {
+            self.refused = true;
+            self.waits.fetch_add(1, Ordering::SeqCst);
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        let ready = self.inner.poll_ready(cx);
+        self.readied = matches!(ready, std::task::Poll::Ready(Ok(())));
+        ready
+    }
+
+    fn call(&mut self, request: Req) -> S::Future {
+        if !std::mem::take(&mut self.readied) {
+            self.unready_calls
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.call(request)
+    }
+}
+
+#[tokio::test]
+async fn each_attempt_waits_until_its_clone_of_the_inner_service_is_ready() {
+    use std::sync::atomic::Ordering;
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/1",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let gate = Gate {
+        inner: upstream(),
+        readied: false,
+        refused: false,
+        waits: Default::default(),
+        unready_calls: Default::default(),
+    };
+    let (waits, unready) = (gate.waits.clone(), gate.unready_calls.clone());
+    let service = ServiceBuilder::new()
+        .layer(PoliteLayer::new(Config::default()).unwrap())
+        .service(gate);
+    let response = service
+        .oneshot(request("GET", &lab.url("/items/1"), b""))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(lab.log().len(), 2);
+    // Each attempt's clone was not ready at first, and waited.
+    assert_eq!(waits.load(Ordering::SeqCst), 2);
+    assert_eq!(unready.load(Ordering::SeqCst), 0);
+}
