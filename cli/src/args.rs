@@ -149,6 +149,11 @@ pub(crate) struct BatchArgs {
     /// The method of every request.
     #[arg(short = 'X', long = "request", default_value = "GET")]
     pub(crate) method: String,
+    /// Print each result as soon as its request ends (default: in input
+    /// order, each line as soon as every earlier one is out; at most
+    /// 4 × concurrency results wait for an earlier one).
+    #[arg(long)]
+    pub(crate) unordered: bool,
     #[command(flatten)]
     pub(crate) common: Common,
 }

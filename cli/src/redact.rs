@@ -44,6 +44,12 @@ pub(crate) fn plain(message: &str) -> String {
     escape(&redact(Input::Text, message), false)
 }
 
+/// A URL as it may be printed in output (secrets hidden, control
+/// characters escaped, no backticks).
+pub(crate) fn url_plain(input: &str) -> String {
+    escape(&url(input), false)
+}
+
 fn redact(what: Input, input: &str) -> String {
     match what {
         Input::Url => url(input),

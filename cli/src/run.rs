@@ -1,13 +1,13 @@
 //! `get`, `wait` and `batch`: flags → a configured polite client → stdout,
 //! stderr and an exit code.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
-use polite_blocking::{CancelToken, Client, Config, JsonJob, Observed, Throttle};
+use polite_blocking::{BatchOrder, CancelToken, Client, Config, JsonJob, Observed, Throttle};
 use polite_core::{MaxRetries, Outcome, PaceLimit, RetryClass, StateName, TerminalStates};
 
 use crate::args::{BatchArgs, Common, GetArgs, Rate, WaitArgs};
@@ -257,19 +257,6 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
 /// `polite batch`: URLs on stdin, one per line (blank lines and `#` comments
 /// skipped).
 pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
-    let mut input = String::new();
-    std::io::stdin()
-        .read_to_string(&mut input)
-        .map_err(|e| Usage(format!("cannot read URLs from stdin: {e}")))?;
-    let urls: Vec<&str> = input
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect();
-    let requests = urls
-        .iter()
-        .map(|u| request::build(&args.method, u, &args.common.headers, Bytes::new(), None))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut config = config(&args.common, BATCH_TIMEOUT);
     let timeout = config.timeout;
     config.concurrency = args.concurrency;
@@ -283,9 +270,9 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     }
     let tty = std::io::stderr().is_terminal();
     let bar = tty.then(|| {
-        let bar = ProgressBar::new(requests.len() as u64);
+        let bar = ProgressBar::no_length();
         bar.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} done · {msg} · ETA {eta}")
+            ProgressStyle::with_template("{pos} done · {per_sec} · {msg} · {elapsed}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar
@@ -311,58 +298,81 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
             log::emit(format, verbose, e);
         }
     })?;
+    // The flags are checked before anything is read or sent: a bad method
+    // or header is a usage error, not one error line per URL.
+    request::build(
+        &args.method,
+        "http://127.0.0.1/",
+        &args.common.headers,
+        Bytes::new(),
+        None,
+    )?;
     let token = ctrl_c();
     let start = Instant::now();
-    let results = client
-        .batch_cancellable(requests, &token)
+    // The URLs are read as the batch wants them: memory stays flat however
+    // long the input. The URL of each item in progress is kept for its
+    // line; a line that is no request is reported in its place.
+    let lines = Lines::new(args, std::io::BufReader::new(std::io::stdin()));
+    let book = lines.book();
+    let order = if args.unordered {
+        BatchOrder::Completion
+    } else {
+        BatchOrder::Input
+    };
+    let mut stream = client
+        .batch_stream_cancellable(lines, order, &token)
         .map_err(|e| Usage(e.to_string()))?;
+    let mut worst = exit::OK;
+    let mut starved: Option<(usize, Instant, PaceLimit)> = None;
+    let mut out = std::io::stdout().lock();
+    while let Some((item, result)) = stream.next_result() {
+        worst = exit::worst([worst, book.flush_bad(&mut out, item, order)]);
+        let url = book.take_url(item);
+        let line = match &result {
+            Ok(resp) => serde_json::json!({
+                "url": url,
+                "ok": true,
+                "status": resp.status().as_u16(),
+                "body": String::from_utf8_lossy(resp.body()),
+            }),
+            Err(e) => serde_json::json!({
+                "url": url,
+                "ok": false,
+                "status": e.response().map(|r| r.status().as_u16()),
+                "error": e.to_string(),
+            }),
+        };
+        // One whole line at a time (stdout is line-buffered): a consumer
+        // sees each result as soon as it is written, and a Ctrl-C never
+        // leaves half a line.
+        let _ = writeln!(out, "{line}");
+        worst = exit::worst([
+            worst,
+            result.as_ref().map_or_else(exit::for_error, |_| exit::OK),
+        ]);
+        if let Some(Outcome::Starved { until, by }) = result
+            .as_ref()
+            .err()
+            .and_then(polite_client::Error::outcome)
+        {
+            let (n, first, _) = starved.get_or_insert((0, until, by));
+            *n += 1;
+            *first = (*first).min(until);
+        }
+    }
+    worst = exit::worst([
+        worst,
+        book.flush_bad(&mut out, usize::MAX, BatchOrder::Input),
+    ]);
+    drop(out);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let mut codes = Vec::with_capacity(results.len());
-    let mut out = std::io::stdout().lock();
-    for (url, result) in urls.iter().zip(&results) {
-        let line = match result {
-            Ok(resp) => {
-                codes.push(exit::OK);
-                serde_json::json!({
-                    "url": url,
-                    "ok": true,
-                    "status": resp.status().as_u16(),
-                    "body": String::from_utf8_lossy(resp.body()),
-                })
-            }
-            Err(e) => {
-                codes.push(exit::for_error(e));
-                serde_json::json!({
-                    "url": url,
-                    "ok": false,
-                    "status": e.response().map(|r| r.status().as_u16()),
-                    "error": e.to_string(),
-                })
-            }
-        };
-        let _ = writeln!(out, "{line}");
+    if let Some(error) = book.read_error() {
+        say(&format!("stopped reading URLs from stdin: {error}"));
+        worst = exit::worst([worst, exit::FAILED]);
     }
-    drop(out);
-    let starved = results
-        .iter()
-        .filter_map(|r| r.as_ref().err().and_then(polite_client::Error::outcome))
-        .filter_map(|o| match o {
-            Outcome::Starved { until, by } => Some((until, by)),
-            _ => None,
-        })
-        .min_by_key(|(until, _)| *until);
-    if let Some((until, by)) = starved {
-        let n = results
-            .iter()
-            .filter(|r| {
-                matches!(
-                    r.as_ref().err().and_then(polite_client::Error::outcome),
-                    Some(Outcome::Starved { .. })
-                )
-            })
-            .count();
+    if let Some((n, until, by)) = starved {
         say(&starved_line(
             n,
             by,
@@ -371,7 +381,114 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
             args.rate,
         ));
     }
-    Ok(exit::worst(codes))
+    Ok(worst)
+}
+
+/// The URLs of a batch, read from stdin as the batch pulls them.
+struct Lines<R> {
+    input: std::io::Lines<R>,
+    method: String,
+    headers: Vec<String>,
+    /// Requests handed to the batch so far (the next item's index).
+    next: usize,
+    book: Arc<Book>,
+}
+
+/// What the output needs to know about the input: the URL of every item in
+/// progress, the lines that were no request (by the index of the item
+/// after them), and a read error.
+#[derive(Default)]
+struct Book {
+    urls: Mutex<std::collections::HashMap<usize, String>>,
+    bad: Mutex<std::collections::BTreeMap<usize, Vec<String>>>,
+    read_error: Mutex<Option<String>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<R: std::io::BufRead> Lines<R> {
+    fn new(args: &BatchArgs, input: R) -> Self {
+        Lines {
+            input: input.lines(),
+            method: args.method.clone(),
+            headers: args.common.headers.clone(),
+            next: 0,
+            book: Arc::default(),
+        }
+    }
+
+    fn book(&self) -> Arc<Book> {
+        Arc::clone(&self.book)
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for Lines<R> {
+    type Item = http::Request<Bytes>;
+    fn next(&mut self) -> Option<http::Request<Bytes>> {
+        loop {
+            let line = match self.input.next()? {
+                Ok(line) => line,
+                Err(e) => {
+                    *locked(&self.book.read_error) = Some(e.to_string());
+                    return None;
+                }
+            };
+            let url = line.trim();
+            if url.is_empty() || url.starts_with('#') {
+                continue;
+            }
+            match request::build(&self.method, url, &self.headers, Bytes::new(), None) {
+                Ok(req) => {
+                    locked(&self.book.urls).insert(self.next, url.to_owned());
+                    self.next += 1;
+                    return Some(req);
+                }
+                Err(Usage(why)) => {
+                    let line = serde_json::json!({
+                        "url": crate::redact::url_plain(url),
+                        "ok": false,
+                        "status": null,
+                        "error": why,
+                    });
+                    locked(&self.book.bad)
+                        .entry(self.next)
+                        .or_default()
+                        .push(line.to_string());
+                }
+            }
+        }
+    }
+}
+
+impl Book {
+    /// The URL of item `item` (its line is being written).
+    fn take_url(&self, item: usize) -> Option<String> {
+        locked(&self.urls).remove(&item)
+    }
+
+    /// Writes the lines that were no request and came before item `item`
+    /// (in input order; as soon as seen otherwise); their exit code.
+    fn flush_bad(&self, out: &mut impl Write, item: usize, order: BatchOrder) -> u8 {
+        let mut bad = locked(&self.bad);
+        let due: Vec<usize> = match order {
+            BatchOrder::Completion => bad.keys().copied().collect(),
+            _ => bad.range(..=item).map(|(k, _)| *k).collect(),
+        };
+        let mut code = exit::OK;
+        for k in due {
+            for line in bad.remove(&k).unwrap_or_default() {
+                let _ = writeln!(out, "{line}");
+                code = exit::USAGE;
+            }
+        }
+        code
+    }
+
+    fn read_error(&self) -> Option<String> {
+        locked(&self.read_error).take()
+    }
 }
 
 /// One line naming the limit that starved `n` items and the flag that

@@ -277,3 +277,53 @@ fn ctrl_c_during_a_30s_backoff_exits_130_within_200ms() {
     assert!(took < Duration::from_millis(200), "{took:?}");
     assert_eq!(lab.log().len(), 1);
 }
+
+/// `batch` streams: each line is written as soon as it may be, so a
+/// consumer reads the first results while a slow item is still running;
+/// in input order by default, in completion order with `--unordered`.
+#[test]
+fn batch_writes_each_result_as_soon_as_it_may() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::time::{Duration, Instant};
+    let lab = Lab::start(LabConfig::default().fault(
+        polite_lab::PathMatch::exact("/items/slow"),
+        polite_lab::Fault::Slow(Duration::from_secs(3)),
+    ))
+    .unwrap();
+    for (flag, want) in [
+        (None, ["/items/a", "/items/slow", "/items/b"]),
+        (Some("--unordered"), ["/items/a", "/items/b", "/items/slow"]),
+    ] {
+        let mut args = vec!["batch", "--concurrency", "2"];
+        args.extend(flag);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_polite"))
+            .args(&args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let mut stdin = child.stdin.take().unwrap();
+        for path in ["/items/a", "/items/slow", "/items/b"] {
+            writeln!(stdin, "{}", lab.url(path)).unwrap();
+        }
+        drop(stdin);
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        // The first result is out while the slow item (3 s) still runs.
+        let first_at = started.elapsed();
+        assert!(
+            first_at < Duration::from_secs(2),
+            "{flag:?}: first line after {first_at:?}"
+        );
+        let mut all = vec![first];
+        all.extend(lines.map(Result::unwrap));
+        assert!(child.wait().unwrap().success());
+        assert_eq!(all.len(), 3, "{flag:?}: {all:?}");
+        for (line, path) in all.iter().zip(want) {
+            assert!(line.contains(path), "{flag:?}: want {want:?}, got {all:?}");
+        }
+        lab.clear_log();
+    }
+}

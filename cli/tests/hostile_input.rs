@@ -114,11 +114,8 @@ fn no_usage_error_echoes_a_secret_or_spans_two_lines() {
             vec!["get", ok, "http://alice:hunter2pw@h.test/?token=SECRET456"],
             "",
         ),
-        // batch reads its URLs from stdin.
-        (
-            vec!["batch"],
-            "http://127.0.0.1:9/ok\nhttp://alice:hunter2pw@exa mple/?token=SECRET456\n",
-        ),
+        // batch reads its URLs from stdin; a bad flag is still a usage
+        // error before anything is read.
         (
             vec!["batch", "-H", "X-Api-Key SECRET-KEY"],
             "http://127.0.0.1:9/ok\n",
@@ -283,5 +280,25 @@ fn an_overflowing_or_padded_retry_after_is_one_request_and_exit_11() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(11), "Retry-After {value}: {err}");
         assert_eq!(lab.log().len(), 1, "Retry-After {value}: resent");
+    }
+}
+
+#[test]
+fn a_line_of_a_batch_that_is_no_url_is_reported_in_place_without_its_secrets() {
+    // URLs are read as the batch runs, so a bad line cannot stop the batch
+    // before it starts: it gets its own error line, in its place, and the
+    // exit code says a line was unusable.
+    let o = polite_with(
+        &["batch"],
+        "http://alice:hunter2pw@exa mple/?token=SECRET456\n# a comment\n\n",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let line: serde_json::Value = serde_json::from_str(out.trim()).expect("a JSON line");
+    assert_eq!(line["ok"], false);
+    for secret in SECRETS {
+        assert!(!out.contains(secret), "leaked {secret}: {out}");
+        assert!(!stderr(&o).contains(secret), "leaked {secret}");
     }
 }

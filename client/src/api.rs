@@ -26,6 +26,7 @@ pub use crate::options::CallOptions;
 pub use crate::paces::{PaceBy, PaceKey};
 pub use crate::redirect::RedirectPolicy;
 pub use crate::runtime::{BoxSending, Runtime};
+pub use crate::stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use crate::transport::{Cancel, Clock, NoTransport, Transport};
 pub use crate::{answer::HttpAnswer, runtime::DEFAULT_MAX_BODY};
 pub use polite_core::drive::Classify;

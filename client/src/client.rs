@@ -2,7 +2,7 @@
 //! for every adapter's [`Runtime`].
 
 use std::collections::hash_map::RandomState;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::hash::{BuildHasher, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +26,7 @@ use crate::options::CallOptions;
 use crate::pace::ClientPace;
 use crate::paces::{ClientBudget, PaceKey, Paces};
 use crate::runtime::Runtime;
+use crate::stream::{BatchOrder, BatchStream};
 use crate::trace::{self, trace_record};
 use crate::transport::{Cancel, Clock, NeverCancel, Transport};
 use tracing::Instrument;
@@ -331,11 +332,61 @@ where
         R::call(self.batch_in(requests, R::watch(token)))
     }
 
-    fn next_id(&self) -> u64 {
+    /// Many logical requests, pulled from `requests` as capacity frees and
+    /// handed out as each ends: memory stays bounded by the batch's window
+    /// however many requests there are (a 10-million-line file, an endless
+    /// iterator), and the first results arrive while the batch runs.
+    /// Otherwise as [`batch`](Self::batch): one deadline (the configured
+    /// timeout, from now), `concurrency` in flight, the shared pace, the
+    /// retry budget, restarts after the server's time.
+    ///
+    /// In [`BatchOrder::Input`] (the default) results come out in input
+    /// order through a reorder window of [`BatchOrder::window`] items; in
+    /// [`BatchOrder::Completion`] as they end. The machine keeps about 250
+    /// bytes per item in progress (at most `4 × concurrency` items), the
+    /// `Io` the request of each item in progress.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] for a configuration that makes no sense; each
+    /// item's own failure is an [`Error`] in its result.
+    pub fn batch_stream<'c, I>(
+        &'c self,
+        requests: I,
+        order: BatchOrder,
+    ) -> Result<BatchStream<R, impl Future<Output = ()> + 'c>, Error>
+    where
+        I: IntoIterator<Item = http::Request<Bytes>>,
+        I::IntoIter: Send + 'c,
+    {
+        self.stream_in(requests, order, NeverCancel)
+    }
+
+    /// Like [`batch_stream`](Self::batch_stream), cancellable through
+    /// `token`: the items in progress end `Cancelled` and are handed out;
+    /// no more are pulled.
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch_stream`](Self::batch_stream).
+    pub fn batch_stream_cancellable<'c, I>(
+        &'c self,
+        requests: I,
+        order: BatchOrder,
+        token: &R::Token,
+    ) -> Result<BatchStream<R, impl Future<Output = ()> + 'c>, Error>
+    where
+        I: IntoIterator<Item = http::Request<Bytes>>,
+        I::IntoIter: Send + 'c,
+    {
+        self.stream_in(requests, order, R::watch(token))
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
         self.shared.ids.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn rng(&self, id: u64) -> SplitMix64 {
+    pub(crate) fn rng(&self, id: u64) -> SplitMix64 {
         let seed = self.shared.config.seed.unwrap_or(self.shared.entropy);
         SplitMix64::new(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
@@ -507,21 +558,47 @@ where
         requests: Vec<http::Request<Bytes>>,
         cancel: C,
     ) -> BatchResult {
+        let n = requests.len();
+        let mut stream = self.stream_in(requests, BatchOrder::Completion, cancel)?;
+        let mut slots: Vec<Option<Result<http::Response<Bytes>, Error>>> = Vec::new();
+        slots.resize_with(n, || None);
+        while let Some((i, result)) = poll_fn(|cx| stream.poll_item(cx)).await {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        // An item never started was cut short by the batch's end.
+        let end = stream.end().unwrap_or(Outcome::Cancelled);
+        Ok(slots
+            .into_iter()
+            .map(|slot| {
+                slot.unwrap_or(Err(Error::Outcome {
+                    outcome: end,
+                    response: None,
+                }))
+            })
+            .collect())
+    }
+
+    /// A streaming batch over `requests` with `cancel`.
+    fn stream_in<'c, I, C>(
+        &'c self,
+        requests: I,
+        order: BatchOrder,
+        cancel: C,
+    ) -> Result<BatchStream<R, impl Future<Output = ()> + 'c>, Error>
+    where
+        I: IntoIterator<Item = http::Request<Bytes>>,
+        I::IntoIter: Send + 'c,
+        C: Cancel + 'c,
+    {
         let config = &self.shared.config;
-        let first = self
-            .shared
-            .ids
-            .fetch_add(requests.len() as u64, Ordering::Relaxed);
-        let infos: Vec<RequestInfo> = requests
-            .iter()
-            .zip(first..)
-            .map(|(r, id)| request_info(id, r))
-            .collect();
+        let mut source = requests.into_iter().peekable();
         let clock = R::clock();
         let now = clock.now();
         // One pace for the batch: its first request's (see `batch`).
         let paces = &self.shared.paces;
-        let key = requests.first().map_or_else(
+        let key = source.peek().map_or_else(
             || PaceKey::new(""),
             |first| {
                 CallOptions::of(first)
@@ -529,64 +606,50 @@ where
                     .unwrap_or_else(|| paces.key_of(first))
             },
         );
-        let pace = paces.get(&key, now);
-        let budget = paces.budget(&key, now);
-        let mut machine = BatchMachine::new(
+        let first = crate::stream::reserve_ids(&self.shared.ids);
+        let mut machine = BatchMachine::streaming(
             config.batch_policy(),
-            infos,
             self.rng(first),
-            pace,
+            paces.get(&key, now),
             now,
             config.timeout,
         )?
-        .with_budget(budget)
+        .with_budget(paces.budget(&key, now))
         .rate_limit_headers(config.rate_limit_headers);
-        let mut io = HttpIo::new(
-            &self.shared.transport,
-            clock,
-            cancel,
-            &requests,
-            config.wait.wait_param,
-        )
-        .redirects(config.redirects);
-        let span = tracing::info_span!(
-            target: "polite",
-            "polite.batch",
-            polite.items = requests.len(),
-            polite.concurrency = config.concurrency,
-            polite.succeeded = tracing::field::Empty,
-        );
-        let mut classify = Both {
-            client: config.classify.as_ref(),
-            call: &mut NoJobs,
+        let (out, gate, sink) = crate::stream::channel(order, config.concurrency);
+        let pull_gate = sink.gate();
+        let sink = sink.into_fn::<R>(now);
+        let end = Arc::clone(&out);
+        let drive = async move {
+            let mut io = HttpIo::pulling(
+                &self.shared.transport,
+                clock,
+                cancel,
+                Box::new(source),
+                first,
+                pull_gate,
+                config.wait.wait_param,
+                sink,
+            )
+            .redirects(config.redirects);
+            let span = tracing::info_span!(
+                target: "polite",
+                "polite.batch",
+                polite.concurrency = config.concurrency,
+                polite.items = tracing::field::Empty,
+            );
+            let mut no_jobs = NoJobs;
+            let mut classify = Both {
+                client: config.classify.as_ref(),
+                call: &mut no_jobs,
+            };
+            let done = drive::drive(&mut machine, &mut io, &mut classify, &mut self.observer())
+                .instrument(span.clone())
+                .await;
+            span.record("polite.items", io.pulled());
+            crate::stream::set_end(&end, done.outcome);
         };
-        let done = drive::drive(&mut machine, &mut io, &mut classify, &mut self.observer())
-            .instrument(span.clone())
-            .await;
-        let succeeded = machine
-            .outcomes()
-            .iter()
-            .filter(|o| o.is_some_and(|o| o.is_success()))
-            .count();
-        span.record("polite.succeeded", succeeded);
-        let elapsed = drive::Io::now(&io).saturating_duration_since(now);
-        let mut answers = done.answers.into_iter();
-        Ok(machine
-            .outcomes()
-            .iter()
-            .enumerate()
-            .map(|(item, o)| {
-                Ended {
-                    // An item without an outcome was cut short by the batch's end.
-                    outcome: o.unwrap_or(done.outcome),
-                    last: answers.next().flatten().map(|a| a.0),
-                    error: io.take_error(item),
-                    attempts: io.sends(item),
-                    elapsed,
-                }
-                .finish()
-            })
-            .collect())
+        Ok(BatchStream::new(out, gate, drive))
     }
 }
 
@@ -683,17 +746,17 @@ impl Started<'_> {
 /// How one logical request ended: the outcome, its last answer, the
 /// transport error of its last send when that got no answer, its sends and
 /// the call's time.
-struct Ended {
-    outcome: Outcome,
-    last: Option<http::Response<Bytes>>,
-    error: Option<crate::error::TransportError>,
-    attempts: u32,
-    elapsed: Duration,
+pub(crate) struct Ended {
+    pub(crate) outcome: Outcome,
+    pub(crate) last: Option<http::Response<Bytes>>,
+    pub(crate) error: Option<crate::error::TransportError>,
+    pub(crate) attempts: u32,
+    pub(crate) elapsed: Duration,
 }
 
 impl Ended {
     /// The call's result: the answer for a success, else the error.
-    fn finish(self) -> Result<http::Response<Bytes>, Error> {
+    pub(crate) fn finish(self) -> Result<http::Response<Bytes>, Error> {
         match (self.outcome, self.last) {
             (Outcome::Succeeded { .. }, Some(response)) => Ok(response),
             (outcome, last) => Err(Ended {

@@ -4,11 +4,12 @@
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use polite_core::drive::Io;
-use polite_core::{SendPlan, TransportErrorKind};
+use polite_core::drive::{Io, Pull};
+use polite_core::{Outcome, SendPlan, TransportErrorKind};
 
 use crate::answer::HttpAnswer;
 use crate::error::TransportError;
@@ -22,10 +23,52 @@ pub struct HttpIo<'a, T, K, C> {
     transport: &'a T,
     clock: K,
     cancel: C,
-    requests: &'a [http::Request<Bytes>],
+    requests: Requests<'a>,
     wait_param: &'a str,
     redirects: RedirectPolicy,
     shared: Shared,
+}
+
+/// Where a call's requests come from.
+enum Requests<'a> {
+    /// All of them, indexed by item.
+    Slice(&'a [http::Request<Bytes>]),
+    /// Pulled one by one as the machine wants them (a streaming batch).
+    Pulled(Box<Pulled<'a>>),
+}
+
+impl std::fmt::Debug for Requests<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Requests::Slice(r) => write!(f, "Slice({})", r.len()),
+            Requests::Pulled(p) => write!(f, "Pulled(next {}, {} active)", p.next, p.active.len()),
+        }
+    }
+}
+
+/// A streaming batch's requests: the source, the requests of the items
+/// started and not yet ended (memory bounded by the machine's window), and
+/// what to do with each item's end.
+struct Pulled<'a> {
+    source: Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'a>,
+    active: HashMap<u32, http::Request<Bytes>>,
+    next: u32,
+    /// The request id of item 0 (item `k` has `first_id + k`).
+    first_id: u64,
+    /// When another item may be pulled (the caller keeps up; the reorder
+    /// window of input order).
+    gate: Arc<crate::stream::Gate>,
+    sink: Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send + 'a>,
+}
+
+/// What the transport left of an item's sends: how many, and the error of
+/// the last one when it got no answer.
+#[derive(Debug, Default)]
+pub(crate) struct Failure {
+    /// Sends of the item.
+    pub(crate) sends: u32,
+    /// The error of its last send, when that got no answer.
+    pub(crate) error: Option<TransportError>,
 }
 
 impl<'a, T, K, C> HttpIo<'a, T, K, C> {
@@ -43,7 +86,44 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             transport,
             clock,
             cancel,
-            requests,
+            requests: Requests::Slice(requests),
+            wait_param,
+            redirects: RedirectPolicy::NONE,
+            shared: Shared::default(),
+        }
+    }
+
+    /// An `Io` that pulls its requests from `source` as the machine wants
+    /// them (for [`BatchMachine::streaming`](polite_core::BatchMachine::streaming)),
+    /// item `k` with request id `first_id + k`, and hands each item's end to
+    /// `sink` (its outcome, last answer, sends and last transport error),
+    /// keeping only the requests of items in progress. With a `window`, an
+    /// item is started only while fewer than `window` items lie between it
+    /// and the oldest one `taken` has not yet passed (output in input order
+    /// holds at most `window` results).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pulling(
+        transport: &'a T,
+        clock: K,
+        cancel: C,
+        source: Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'a>,
+        first_id: u64,
+        gate: Arc<crate::stream::Gate>,
+        wait_param: &'a str,
+        sink: Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send + 'a>,
+    ) -> Self {
+        HttpIo {
+            transport,
+            clock,
+            cancel,
+            requests: Requests::Pulled(Box::new(Pulled {
+                source,
+                active: HashMap::new(),
+                next: 0,
+                first_id,
+                gate,
+                sink,
+            })),
             wait_param,
             redirects: RedirectPolicy::NONE,
             shared: Shared::default(),
@@ -59,19 +139,27 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         self
     }
 
+    /// How many items a streaming batch has pulled so far (0 otherwise).
+    #[must_use]
+    pub fn pulled(&self) -> u32 {
+        match &self.requests {
+            Requests::Slice(_) => 0,
+            Requests::Pulled(p) => p.next,
+        }
+    }
+
     /// How many sends item `item` has had so far.
     #[must_use]
     pub fn sends(&self, item: usize) -> u32 {
-        failures(&self.shared).sends.get(item).copied().unwrap_or(0)
+        failures(&self.shared).get(&item).map_or(0, |f| f.sends)
     }
 
     /// Takes the transport error of item `item`'s latest send, when that
     /// send got no answer.
     pub fn take_error(&self, item: usize) -> Option<TransportError> {
         failures(&self.shared)
-            .errors
-            .get_mut(item)
-            .and_then(Option::take)
+            .get_mut(&item)
+            .and_then(|f| f.error.take())
     }
 }
 
@@ -133,13 +221,10 @@ pub fn copy_request(r: &http::Request<Bytes>) -> http::Request<Bytes> {
     out
 }
 
-/// What one call's sends left behind, per item: how many sends, and the
-/// transport error of the item's latest send when it got no answer.
-#[derive(Debug, Default)]
-pub(crate) struct Failures {
-    pub(crate) sends: Vec<u32>,
-    pub(crate) errors: Vec<Option<TransportError>>,
-}
+/// What one call's sends left behind, per item (only items in progress,
+/// for a streaming batch): how many sends, and the transport error of the
+/// item's latest send when it got no answer.
+type Failures = HashMap<usize, Failure>;
 
 type Shared = Arc<Mutex<Failures>>;
 
@@ -177,11 +262,7 @@ impl<T: Transport> std::fmt::Debug for Sending<'_, T> {
 impl<T: Transport> Sending<'_, T> {
     fn fail(&mut self, error: TransportError) -> Poll<Result<HttpAnswer, TransportErrorKind>> {
         let kind = error.kind();
-        let mut f = failures(&self.shared);
-        if f.errors.len() <= self.item {
-            f.errors.resize_with(self.item + 1, || None);
-        }
-        f.errors[self.item] = Some(error);
+        failures(&self.shared).entry(self.item).or_default().error = Some(error);
         Poll::Ready(Err(kind))
     }
 }
@@ -215,9 +296,8 @@ where
                 }
                 Some(Next::Fail(e)) => return this.fail(e),
                 Some(Next::Done) | None => {
-                    let mut f = failures(&this.shared);
-                    if let Some(slot) = f.errors.get_mut(this.item) {
-                        *slot = None; // an answer supersedes an earlier error
+                    if let Some(f) = failures(&this.shared).get_mut(&this.item) {
+                        f.error = None; // an answer supersedes an earlier error
                     }
                     return Poll::Ready(Ok(HttpAnswer(response)));
                 }
@@ -248,10 +328,8 @@ where
         let item = plan.id.item as usize;
         {
             let mut f = failures(&self.shared);
-            if f.sends.len() <= item {
-                f.sends.resize(item + 1, 0);
-            }
-            f.sends[item] = f.sends[item].saturating_add(1);
+            let f = f.entry(item).or_default();
+            f.sends = f.sends.saturating_add(1);
         }
         let mut sending = Sending {
             transport: self.transport,
@@ -264,7 +342,11 @@ where
             item,
         };
         // No such item: a machine asked for a request that does not exist.
-        let Some(template) = self.requests.get(item) else {
+        let template = match &self.requests {
+            Requests::Slice(r) => r.get(item),
+            Requests::Pulled(p) => p.active.get(&plan.id.item),
+        };
+        let Some(template) = template else {
             return sending;
         };
         let mut request = copy_request(template);
@@ -286,5 +368,51 @@ where
 
     fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    fn pull(&mut self) -> Pull {
+        let Requests::Pulled(p) = &mut self.requests else {
+            return Pull::Done;
+        };
+        if !p.gate.open(p.next) {
+            return Pull::Later;
+        }
+        let Some(request) = p.source.next() else {
+            return Pull::Done;
+        };
+        let item = p.next;
+        p.next = p.next.saturating_add(1);
+        let info = crate::client::request_info(p.first_id.wrapping_add(u64::from(item)), &request);
+        p.active.insert(item, request);
+        Pull::Item(info)
+    }
+
+    fn caller_behind(&self) -> bool {
+        matches!(&self.requests, Requests::Pulled(p) if p.gate.behind())
+    }
+
+    fn poll_pull(&mut self, _: &mut Context<'_>) -> Poll<()> {
+        // Polled only by the stream, right after its caller took results.
+        match &self.requests {
+            Requests::Pulled(p) if p.gate.open(p.next) => Poll::Ready(()),
+            _ => Poll::Pending,
+        }
+    }
+
+    fn ended(
+        &mut self,
+        item: u32,
+        outcome: Outcome,
+        answer: Option<HttpAnswer>,
+    ) -> Option<HttpAnswer> {
+        let Requests::Pulled(p) = &mut self.requests else {
+            return answer;
+        };
+        p.active.remove(&item);
+        let failure = failures(&self.shared)
+            .remove(&(item as usize))
+            .unwrap_or_default();
+        (p.sink)(item, outcome, answer, failure);
+        None
     }
 }

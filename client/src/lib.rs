@@ -46,6 +46,7 @@ mod pace;
 mod paces;
 pub mod redirect;
 mod runtime;
+mod stream;
 #[cfg(feature = "tower")]
 pub mod tower;
 mod trace;
@@ -65,5 +66,6 @@ pub use pace::ClientPace;
 pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use redirect::RedirectPolicy;
 pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
+pub use stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use trace::{redacted_url, trace_record};
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, NoTransport, Transport};

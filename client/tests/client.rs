@@ -16,8 +16,8 @@ use polite_client::api::{
     Jitter, Outcome, Reply, RetryBucket, RetryClass, RetryCosts, RetryPolicy,
 };
 use polite_client::{
-    CallOptions, CancelToken, Classifier, Client, Config, HttpAnswer, JsonJob, Observed, PaceKey,
-    Runtime, Throttle,
+    BatchOrder, CallOptions, CancelToken, Classifier, Client, Config, HttpAnswer, JsonJob,
+    Observed, PaceKey, Runtime, Throttle,
 };
 
 fn quiet() -> Config {
@@ -317,4 +317,105 @@ fn the_clients_classifier_reads_every_answer_of_every_call() {
     let results = client.batch(vec![get("/a")]).unwrap();
     assert!(results[0].is_ok());
     assert_eq!(script.sent().len(), 2);
+}
+
+/// A source that counts how far it has been read.
+struct Counted {
+    next: usize,
+    total: usize,
+    read: Arc<AtomicUsize>,
+}
+
+impl Iterator for Counted {
+    type Item = http::Request<Bytes>;
+    fn next(&mut self) -> Option<Self::Item> {
+        (self.next < self.total).then(|| {
+            self.next += 1;
+            self.read.store(self.next, Ordering::Relaxed);
+            get(&format!("/items/{}", self.next - 1))
+        })
+    }
+}
+
+#[test]
+fn a_streaming_batch_reads_as_it_goes_and_hands_out_in_input_order() {
+    // 20,000 items; every 7th answers 503 once (retried after a backoff),
+    // so items end out of order. Input order comes out anyway, and the
+    // source is never read more than a window ahead of the output.
+    let answers: Vec<(u16, &[Header], &str)> = (0..20_000)
+        .map(|i| {
+            if i % 7 == 3 {
+                (503, &[][..], "")
+            } else {
+                (200, &[][..], "ok")
+            }
+        })
+        .collect();
+    let script = Script::of(&answers);
+    let config = Config {
+        concurrency: 4,
+        timeout: Duration::from_secs(100_000),
+        retry_budget: None,
+        ..quiet()
+    };
+    let client: Client<Sim, Script> = Client::with_transport(script, config).unwrap();
+    let read = Arc::new(AtomicUsize::new(0));
+    let source = Counted {
+        next: 0,
+        total: 20_000,
+        read: Arc::clone(&read),
+    };
+    let mut stream = client.batch_stream(source, BatchOrder::Input).unwrap();
+    let window = BatchOrder::window(4) as usize;
+    let mut expected = 0;
+    let mut ahead = 0;
+    while let Some((i, result)) = stream.next_result() {
+        assert_eq!(i, expected, "input order");
+        assert!(result.is_ok(), "{i}: {result:?}");
+        ahead = ahead.max(read.load(Ordering::Relaxed) - i);
+        expected += 1;
+    }
+    assert_eq!(expected, 20_000, "every item exactly once");
+    assert!(
+        ahead <= window + 4,
+        "read {ahead} items ahead of the output (window {window})"
+    );
+    assert!(
+        stream.end().is_some_and(|o| o.is_success()),
+        "{:?}",
+        stream.end()
+    );
+}
+
+#[test]
+fn a_cancelled_streaming_batch_hands_out_what_it_started_and_reads_no_more() {
+    let client: Client<Sim, Script> = Client::with_transport(Script::default(), quiet()).unwrap();
+    let read = Arc::new(AtomicUsize::new(0));
+    let source = Counted {
+        next: 0,
+        total: 1_000_000,
+        read: Arc::clone(&read),
+    };
+    let token = CancelToken::new();
+    let mut stream = client
+        .batch_stream_cancellable(source, BatchOrder::Completion, &token)
+        .unwrap();
+    let mut seen = 0;
+    while let Some((_, result)) = stream.next_result() {
+        seen += 1;
+        if seen == 10 {
+            Sim::cancel(&token);
+        }
+        if seen > 10 + 2 * 4 {
+            // What was out before the cancel has been handed out: the rest
+            // ended cancelled.
+            assert_eq!(result.unwrap_err().outcome(), Some(Outcome::Cancelled));
+        }
+    }
+    assert!(
+        read.load(Ordering::Relaxed) < 100,
+        "read {} of a million",
+        read.load(Ordering::Relaxed)
+    );
+    assert_eq!(stream.end(), Some(Outcome::Cancelled));
 }

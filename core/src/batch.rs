@@ -85,6 +85,24 @@ enum Wait {
     Restart { at: Instant, ended: Outcome },
 }
 
+impl Item {
+    fn new(
+        policy: &BatchPolicy,
+        request: RequestInfo,
+        k: u32,
+        now: Instant,
+        deadline: Instant,
+    ) -> Item {
+        Item {
+            state: RetryState::new(&policy.retry, request, k, now, deadline),
+            restarts: 0,
+            wait: Wait::Nothing,
+            sent_at: now,
+            done: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Item {
     state: RetryState,
@@ -92,6 +110,8 @@ struct Item {
     wait: Wait,
     /// When the pace granted its latest send (for [`Pace::on_answer`]).
     sent_at: Instant,
+    /// How it ended, once it has.
+    done: Option<Outcome>,
 }
 
 /// N logical requests (e.g. "start 100 test runs") sent under one deadline
@@ -199,8 +219,24 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     pace: P,
     budget: B,
     rate_limit: RateLimitHeaders,
-    items: Vec<Item>,
+    /// Items `base..base + items.len()`: every item of a batch built from a
+    /// list; for a streaming batch, those from the oldest not yet ended to
+    /// the newest pushed (ended ones at the front are released).
+    items: VecDeque<Item>,
+    base: u32,
+    /// Every item's outcome, for a batch built from a list (empty when
+    /// streaming: ended items are handed out through `take_ended`).
     outcomes: Vec<Option<Outcome>>,
+    /// Streaming: items come through `push_item` and leave through
+    /// `take_ended`; `closed` once no more will come.
+    streaming: bool,
+    closed: bool,
+    ended_out: VecDeque<(u32, Outcome)>,
+    /// For the batch's summary: successes, whether any item timed out, and
+    /// the first item (by index) that starved.
+    succeeded: u32,
+    timed_out: bool,
+    starved: Option<(u32, Outcome)>,
     /// Started items ready to send (after a backoff or a restart).
     ready: VecDeque<u32>,
     /// Items at or after this index have never been sent.
@@ -286,15 +322,10 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             field: "requests",
             reason: "more than u32::MAX items",
         })?;
-        let items: Vec<Item> = requests
+        let items: VecDeque<Item> = requests
             .into_iter()
             .zip(0..n)
-            .map(|(request, k)| Item {
-                state: RetryState::new(&policy.retry, request, k, now, deadline),
-                restarts: 0,
-                wait: Wait::Nothing,
-                sent_at: now,
-            })
+            .map(|(request, k)| Item::new(&policy, request, k, now, deadline))
             .collect();
         Ok(BatchMachine {
             policy,
@@ -305,6 +336,13 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             outcomes: vec![None; items.len()],
             ready: VecDeque::with_capacity(items.len()),
             items,
+            base: 0,
+            streaming: false,
+            closed: true,
+            ended_out: VecDeque::new(),
+            succeeded: 0,
+            timed_out: false,
+            starved: None,
             fresh: 0,
             in_flight: 0,
             ended: 0,
@@ -317,9 +355,65 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             record: None,
         })
     }
+
+    /// A batch that takes its items as it goes (SPEC §4.4): the drive loop
+    /// pushes each request ([`Machine::push_item`]) while the machine
+    /// [wants](Machine::wants_items) more, says when there are no more
+    /// ([`Machine::close_items`]), and takes each item's outcome as it ends
+    /// ([`Machine::take_ended`]). The machine holds the items from the
+    /// oldest one not yet ended to the newest: at most
+    /// [`BatchMachine::STREAM_WINDOW`] × `concurrency` (about 250 bytes
+    /// each), whatever the batch's size; [`outcomes`](Self::outcomes) stays
+    /// empty. Items never pushed (the batch was cancelled, timed out or
+    /// starved first) have no outcome here.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Invalid`] for a policy that makes no sense.
+    ///
+    /// ```
+    /// use polite_core::{Action, BatchMachine, BatchPolicy, Machine, Method, RequestId, RequestInfo, Unpaced};
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let policy = BatchPolicy { concurrency: 2, ..BatchPolicy::default() };
+    /// let mut batch = BatchMachine::streaming(policy, SplitMix64::new(1), Unpaced, t0,
+    ///                                         Duration::from_secs(10)).unwrap();
+    /// // As many as could start now (the concurrency); at most 4 × concurrency held.
+    /// assert_eq!(batch.wants_items(), 2);
+    /// batch.push_item(RequestInfo::new(RequestId(1), Method::Get));
+    /// assert_eq!(batch.wants_items(), 1);
+    /// assert!(matches!(batch.poll_action(), Action::Send(p) if p.id.item == 0));
+    /// batch.close_items();
+    /// assert_eq!(batch.wants_items(), 0);
+    /// ```
+    pub fn streaming(
+        policy: BatchPolicy,
+        rng: R,
+        pace: P,
+        now: Instant,
+        timeout: Duration,
+    ) -> Result<Self, PolicyError> {
+        let mut batch = Self::with_deadline(
+            policy,
+            Vec::new(),
+            rng,
+            pace,
+            now,
+            deadline_after(now, timeout),
+        )?;
+        batch.streaming = true;
+        batch.closed = false;
+        batch.outcomes = Vec::new();
+        Ok(batch)
+    }
 }
 
 impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
+    /// A streaming batch holds at most this many items per unit of
+    /// concurrency (from the oldest not yet ended to the newest): 4.
+    pub const STREAM_WINDOW: u32 = 4;
+
     /// The same batch drawing every retry (and every restart) from a shared
     /// retry budget (see [`RetryBudget`]). Call it before the first answer.
     ///
@@ -351,7 +445,14 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             budget,
             rate_limit: self.rate_limit,
             items: self.items,
+            base: self.base,
             outcomes: self.outcomes,
+            streaming: self.streaming,
+            closed: self.closed,
+            ended_out: self.ended_out,
+            succeeded: self.succeeded,
+            timed_out: self.timed_out,
+            starved: self.starved,
             ready: self.ready,
             fresh: self.fresh,
             in_flight: self.in_flight,
@@ -403,8 +504,24 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         &self.budget
     }
 
+    /// Items known so far (pushed, for a streaming batch).
     fn len32(&self) -> u32 {
-        self.items.len() as u32
+        self.base + self.items.len() as u32
+    }
+
+    /// Item `item` if it is still held (always, for a batch from a list).
+    fn window_item(&self, item: usize) -> Option<&Item> {
+        item.checked_sub(self.base as usize)
+            .and_then(|i| self.items.get(i))
+    }
+
+    fn at(&self, i: usize) -> &Item {
+        &self.items[i - self.base as usize]
+    }
+
+    fn at_mut(&mut self, i: usize) -> &mut Item {
+        let base = self.base as usize;
+        &mut self.items[i - base]
     }
 
     /// Feeds what happened at `now`. Answers name their item by
@@ -457,10 +574,11 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// attempt was classed (`after_answer`).
     fn answer(&mut self, k: u32, event: Event<'_>, response: Option<&Response<'_>>) {
         let i = k as usize;
-        if i >= self.items.len() || self.outcomes[i].is_some() {
+        if i < self.base as usize || i >= self.len32() as usize || self.at(i).done.is_some() {
             return;
         }
-        let item = &mut self.items[i];
+        let base = self.base as usize;
+        let item = &mut self.items[i - base];
         let was_in_flight = item.state.in_flight();
         item.state.handle(
             &self.policy.retry,
@@ -474,10 +592,11 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             self.in_flight -= 1;
         }
         if let Some(r) = record {
+            let sent_at = self.at(i).sent_at;
             after_answer(
                 &mut self.pace,
                 &self.policy.retry.retry_after,
-                self.items[i].sent_at,
+                sent_at,
                 self.now,
                 response,
                 &r,
@@ -486,12 +605,12 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             self.refused_until = None;
             self.record = Some(r);
         }
-        if let Some(o) = self.items[i].state.outcome() {
+        if let Some(o) = self.at_mut(i).state.outcome() {
             self.item_ended(k, o);
-        } else if let Some(at) = self.items[i].state.wake_at() {
+        } else if let Some(at) = self.at_mut(i).state.wake_at() {
             // Backing off until `at` (before the deadline, by `judge`), or
             // waiting out a budget refusal before ending.
-            self.items[i].wait = Wait::Retry(at);
+            self.at_mut(i).wait = Wait::Retry(at);
             self.wake_at(at);
         }
     }
@@ -505,7 +624,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     fn item_ended(&mut self, k: u32, o: Outcome) {
         let i = k as usize;
         if let Outcome::RateLimited { retry_at } = o
-            && self.items[i].restarts < self.policy.max_restarts
+            && self.at_mut(i).restarts < self.policy.max_restarts
             && !self.cancelled
         {
             let at = retry_at.or_else(|| later(self.now, self.policy.retry.backoff.cap));
@@ -517,9 +636,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
                     .withdraw(RetryClass::RateLimited, Reply::Status(429))
             {
                 // A restart is a retry of the same logical request.
-                self.items[i].state.spent.note_cost(cost);
-                self.items[i].restarts += 1;
-                self.items[i].wait = Wait::Restart { at, ended: o };
+                self.at_mut(i).state.spent.note_cost(cost);
+                self.at_mut(i).restarts += 1;
+                self.at_mut(i).wait = Wait::Restart { at, ended: o };
                 self.wake_at(at);
                 return;
             }
@@ -529,11 +648,33 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
 
     /// Records item `i`'s one outcome.
     fn end(&mut self, i: usize, o: Outcome) {
-        if self.outcomes[i].is_none() {
-            self.outcomes[i] = Some(o);
-            self.ended += 1;
+        let item = self.at_mut(i);
+        item.wait = Wait::Nothing;
+        if item.done.is_some() {
+            return;
         }
-        self.items[i].wait = Wait::Nothing;
+        item.done = Some(o);
+        self.ended += 1;
+        match o {
+            Outcome::TimedOut { .. } => self.timed_out = true,
+            // The batch says what starved its first starved item.
+            Outcome::Starved { .. } if self.starved.is_none_or(|(k, _)| i < k as usize) => {
+                self.starved = Some((i as u32, o));
+            }
+            o if o.is_success() => self.succeeded += 1,
+            _ => {}
+        }
+        if self.streaming {
+            self.ended_out.push_back((i as u32, o));
+            // Release the ended items at the front: memory follows the
+            // items in progress, not the batch's size.
+            while self.items.front().is_some_and(|it| it.done.is_some()) && self.base < self.fresh {
+                self.items.pop_front();
+                self.base += 1;
+            }
+        } else if let Some(slot) = self.outcomes.get_mut(i) {
+            *slot = Some(o);
+        }
     }
 
     /// A Tick: items whose backoff or restart is due become ready.
@@ -543,12 +684,16 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             return;
         }
         let mut next: Option<Instant> = None;
-        for k in 0..self.fresh {
+        for k in self.base..self.fresh {
+            if k < self.base {
+                continue; // released by an end earlier in this loop
+            }
             let i = k as usize;
-            match self.items[i].wait {
+            let base = self.base as usize;
+            match self.at(i).wait {
                 Wait::Nothing => {}
                 Wait::Retry(at) if at <= now => {
-                    let item = &mut self.items[i];
+                    let item = &mut self.items[i - base];
                     item.wait = Wait::Nothing;
                     item.state.handle(
                         &self.policy.retry,
@@ -564,7 +709,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
                     }
                 }
                 Wait::Restart { at, .. } if at <= now => {
-                    let item = &mut self.items[i];
+                    let item = &mut self.items[i - base];
                     let old = &item.state;
                     let mut state =
                         RetryState::new(&self.policy.retry, old.request, k, now, self.deadline);
@@ -586,9 +731,11 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
 
     fn cancel(&mut self) {
         self.cancelled = true;
-        for i in 0..self.items.len() {
-            if self.outcomes[i].is_none() {
-                self.items[i].state.handle(
+        self.closed = true;
+        for i in self.base as usize..self.len32() as usize {
+            if i >= self.base as usize && self.at(i).done.is_none() {
+                let base = self.base as usize;
+                self.items[i - base].state.handle(
                     &self.policy.retry,
                     &mut self.rng,
                     &mut self.budget,
@@ -603,12 +750,13 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
 
     /// The deadline has come: every item not yet ended ends now.
     fn expire(&mut self) {
-        if self.ended == self.len32() {
+        if self.ended == self.len32() && self.closed {
             return;
         }
-        for i in 0..self.items.len() {
-            if self.outcomes[i].is_none() {
-                let o = match self.items[i].wait {
+        self.closed = true;
+        for i in self.base as usize..self.len32() as usize {
+            if i >= self.base as usize && self.at(i).done.is_none() {
+                let o = match self.at(i).wait {
                     // Its restart never happened: it stays what it was.
                     Wait::Restart { ended, .. } => ended,
                     _ => Outcome::TimedOut { needed: None },
@@ -637,10 +785,12 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         while let Some(k) = self.ready.pop_front() {
             self.end(k as usize, o);
         }
-        for i in self.fresh as usize..self.items.len() {
+        for i in self.fresh as usize..self.len32() as usize {
             self.end(i, o);
         }
         self.fresh = self.len32();
+        // Every later item would starve the same way: take no more.
+        self.closed = true;
     }
 
     fn has_ready(&self) -> bool {
@@ -651,6 +801,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// and returns its send.
     fn send_next(&mut self) -> Option<SendPlan> {
         let k = match self.ready.pop_front() {
+            Some(k) if k < self.base || self.at(k as usize).done.is_some() => return None,
             Some(k) => k,
             None if self.fresh < self.len32() => {
                 self.fresh += 1;
@@ -658,10 +809,10 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             }
             None => return None,
         };
-        match self.items[k as usize].state.poll_action() {
+        match self.at_mut(k as usize).state.poll_action() {
             Action::Send(plan) => {
                 self.in_flight += 1;
-                self.items[k as usize].sent_at = self.now;
+                self.at_mut(k as usize).sent_at = self.now;
                 Some(plan)
             }
             Action::Stop(o) => {
@@ -677,22 +828,15 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         if self.cancelled {
             return Outcome::Cancelled;
         }
-        let mut succeeded = 0;
-        let mut starved = None;
-        for o in self.outcomes.iter().flatten() {
-            match o {
-                Outcome::TimedOut { .. } => return Outcome::TimedOut { needed: None },
-                Outcome::Starved { .. } => starved = starved.or(Some(*o)),
-                o if o.is_success() => succeeded += 1,
-                _ => {}
-            }
+        if self.timed_out {
+            return Outcome::TimedOut { needed: None };
         }
-        if let Some(o) = starved {
+        if let Some((_, o)) = self.starved {
             return o;
         }
         Outcome::BatchDone {
-            succeeded,
-            failed: self.len32() - succeeded,
+            succeeded: self.succeeded,
+            failed: self.len32() - self.succeeded,
         }
     }
 
@@ -721,7 +865,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             self.expire();
         }
         loop {
-            if self.ended == self.len32() {
+            if self.ended == self.len32() && self.closed {
                 let o = self.summary();
                 self.stopped = Some(o);
                 return Action::Stop(o);
@@ -875,7 +1019,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.len32() as usize
     }
 
     /// Whether the batch has no items (it stops at once with
@@ -893,7 +1037,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len32() == 0
     }
 
     /// How many times the batch restarted item `item` after it ended
@@ -911,7 +1055,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     #[must_use]
     pub fn restarts(&self, item: usize) -> u32 {
-        self.items.get(item).map_or(0, |i| i.restarts)
+        self.window_item(item).map_or(0, |i| i.restarts)
     }
 
     /// The request of item `item`.
@@ -929,7 +1073,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// ```
     #[must_use]
     pub fn request(&self, item: usize) -> Option<&RequestInfo> {
-        self.items.get(item).map(|i| &i.state.request)
+        self.window_item(item).map(|i| &i.state.request)
     }
 
     /// The policy.
@@ -981,5 +1125,32 @@ impl<R: Rng, P: Pace, B: RetryBudget> Machine for BatchMachine<R, P, B> {
     }
     fn deadline(&self) -> Option<Instant> {
         Some(self.deadline)
+    }
+    fn wants_items(&self) -> u32 {
+        if !self.streaming || self.closed || self.stopped.is_some() {
+            return 0;
+        }
+        let held = self.items.len() as u32;
+        let window = self.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
+        // Pull only what could start now: no more waiting to start than
+        // there is room to send.
+        let waiting = self.len32() - self.fresh;
+        window
+            .saturating_sub(held)
+            .min(self.policy.concurrency.saturating_sub(waiting))
+    }
+    fn push_item(&mut self, request: RequestInfo) {
+        if !self.streaming || self.closed || self.len32() == u32::MAX {
+            return;
+        }
+        let k = self.len32();
+        let item = Item::new(&self.policy, request, k, self.now, self.deadline);
+        self.items.push_back(item);
+    }
+    fn close_items(&mut self) {
+        self.closed = true;
+    }
+    fn take_ended(&mut self) -> Option<(u32, Outcome)> {
+        self.ended_out.pop_front()
     }
 }

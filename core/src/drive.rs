@@ -16,6 +16,7 @@
 //! 3. feed it back with the adapter's clock, forward the attempt records, and
 //!    go to 1. On `Stop`, sends still in flight are dropped (aborted).
 
+use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -26,6 +27,7 @@ use crate::machine::Machine;
 use crate::outcome::{Outcome, RetryClass};
 use crate::poll::Notice;
 use crate::record::AttemptRecord;
+use crate::request::RequestInfo;
 
 /// What a send produced, as far as the machines look at it.
 ///
@@ -156,6 +158,58 @@ pub trait Io {
     fn generation(&self) -> Option<u64> {
         None
     }
+    /// The next item, for a machine that takes its items as it goes (a
+    /// streaming batch): asked whenever the machine
+    /// [wants](Machine::wants_items) more. [`Pull::Done`] by default.
+    fn pull(&mut self) -> Pull {
+        Pull::Done
+    }
+    /// Ready once [`pull`](Io::pull) may give an item again after it said
+    /// [`Pull::Later`] (the caller took results out); polled while the
+    /// drive loop waits. Pending by default.
+    fn poll_pull(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let _ = cx;
+        Poll::Pending
+    }
+    /// Whether the caller has results to take before more items may come:
+    /// while it does, a drive loop that could only wait for its timer
+    /// returns to the caller instead (pending), so that a caller driving
+    /// the loop can take them. `false` by default.
+    fn caller_behind(&self) -> bool {
+        false
+    }
+    /// Item `item` ended with `outcome`; `answer` is its last answer. Take
+    /// the answer (hand it to your caller now), or give it back to keep it
+    /// for [`Finished::answers`] (the default).
+    fn ended(
+        &mut self,
+        item: u32,
+        outcome: Outcome,
+        answer: Option<Self::Answer>,
+    ) -> Option<Self::Answer> {
+        let _ = (item, outcome);
+        answer
+    }
+}
+
+/// What [`Io::pull`] hands the drive loop.
+///
+/// ```
+/// use polite_core::drive::Pull;
+/// use polite_core::{Method, RequestId, RequestInfo};
+/// let next = Pull::Item(RequestInfo::new(RequestId(7), Method::Get));
+/// assert!(matches!(next, Pull::Item(_)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Pull {
+    /// The next item.
+    Item(RequestInfo),
+    /// None now (e.g. an output window is full); ask again after an item
+    /// has ended.
+    Later,
+    /// No more items.
+    Done,
 }
 
 /// How a drive ended: the machine's outcome and, per item, the last answer
@@ -173,6 +227,8 @@ pub struct Finished<A> {
 enum Woke<A> {
     Cancel,
     Tick,
+    /// The `Io` may give items again.
+    Pull,
     Answer(usize, Result<A, TransportErrorKind>),
 }
 
@@ -239,11 +295,30 @@ where
     O: Observe + ?Sized,
 {
     let mut flying: Vec<(SendId, Pin<Box<I::Sending>>)> = Vec::new();
-    let mut answers: Vec<Option<I::Answer>> = Vec::new();
+    // The last answer of every item not yet handed out.
+    let mut answers: HashMap<u32, I::Answer> = HashMap::new();
     let mut sends = 0u32;
+    let mut closed = false;
     loop {
-        // 1. Actions until a wait or the end.
+        let mut later;
+        // 1. Actions until a wait or the end (first, items for a machine
+        // that takes them as it goes: before every action, since a send or
+        // an end may have made room).
         let wake_at = loop {
+            later = false;
+            while !closed && machine.wants_items() > 0 {
+                match io.pull() {
+                    Pull::Item(request) => machine.push_item(request),
+                    Pull::Later => {
+                        later = true;
+                        break;
+                    }
+                    Pull::Done => {
+                        machine.close_items();
+                        closed = true;
+                    }
+                }
+            }
             match machine.poll_action() {
                 Action::Send(plan) => {
                     if io.is_cancelled() {
@@ -255,9 +330,18 @@ where
                 }
                 Action::SleepUntil(t) => break t,
                 Action::Stop(outcome) => {
+                    hand_out(machine, io, &mut answers);
+                    let mut kept = Vec::new();
+                    for (item, answer) in answers {
+                        let slot = item as usize;
+                        if kept.len() <= slot {
+                            kept.resize_with(slot + 1, || None);
+                        }
+                        kept[slot] = Some(answer);
+                    }
                     return Finished {
                         outcome,
-                        answers,
+                        answers: kept,
                         sends,
                     };
                 }
@@ -273,6 +357,15 @@ where
                     return Poll::Ready(Woke::Answer(i, r));
                 }
             }
+            if later && io.poll_pull(cx).is_ready() {
+                return Poll::Ready(Woke::Pull);
+            }
+            if later && io.caller_behind() {
+                // Back to the caller, who takes results and polls again;
+                // the timer is not armed meanwhile (nothing here is due
+                // sooner than the caller's next poll can see).
+                return Poll::Pending;
+            }
             if io.poll_sleep(cx, wake_at).is_ready() {
                 return Poll::Ready(Woke::Tick);
             }
@@ -284,6 +377,8 @@ where
         match woke {
             Woke::Cancel => machine.handle(now, Event::Cancel),
             Woke::Tick => machine.handle(now, Event::Tick),
+            // Back to the top: the items come in before the next action.
+            Woke::Pull => {}
             Woke::Answer(i, result) => {
                 let (id, _) = flying.swap_remove(i);
                 match result {
@@ -298,11 +393,7 @@ where
                         r.retry_class = classify.retry_class(&answer);
                         r.job = classify.job(&answer);
                         machine.handle(now, Event::Response(r));
-                        let slot = id.item as usize;
-                        if answers.len() <= slot {
-                            answers.resize_with(slot + 1, || None);
-                        }
-                        answers[slot] = Some(answer);
+                        answers.insert(id.item, answer);
                     }
                     Err(kind) => machine.handle(now, Event::TransportError(id, kind)),
                 }
@@ -313,6 +404,22 @@ where
         }
         while let Some(notice) = machine.take_notice() {
             observe.notice(notice);
+        }
+        hand_out(machine, io, &mut answers);
+    }
+}
+
+/// Hands every item that ended to the `Io` with its last answer, keeping
+/// the answers the `Io` gives back.
+fn hand_out<M, I>(machine: &mut M, io: &mut I, answers: &mut HashMap<u32, I::Answer>)
+where
+    M: Machine + ?Sized,
+    I: Io,
+{
+    while let Some((item, outcome)) = machine.take_ended() {
+        let answer = answers.remove(&item);
+        if let Some(kept) = io.ended(item, outcome, answer) {
+            answers.insert(item, kept);
         }
     }
 }

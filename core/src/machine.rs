@@ -4,9 +4,10 @@
 use std::time::Instant;
 
 use crate::event::{Action, Event, Response};
-use crate::outcome::RetryClass;
+use crate::outcome::{Outcome, RetryClass};
 use crate::poll::Notice;
 use crate::record::AttemptRecord;
+use crate::request::RequestInfo;
 
 /// A sans-IO machine: events in with the current time, actions out.
 ///
@@ -72,6 +73,24 @@ pub trait Machine {
         let _ = response;
         None
     }
+    /// For a machine fed its items as it goes ([`BatchMachine::streaming`](crate::BatchMachine::streaming)):
+    /// how many more items it would take now. `0` by default.
+    fn wants_items(&self) -> u32 {
+        0
+    }
+    /// Gives the machine its next item; its index is the number of items
+    /// given before it. Ignored by default.
+    fn push_item(&mut self, request: RequestInfo) {
+        let _ = request;
+    }
+    /// Says that no more items will come. Ignored by default.
+    fn close_items(&mut self) {}
+    /// An item that ended since the last call, with its outcome, once; for
+    /// a machine that hands its items' results out as they end. `None` by
+    /// default.
+    fn take_ended(&mut self) -> Option<(u32, Outcome)> {
+        None
+    }
 }
 
 /// A machine borrowed mutably is a machine: drive it and keep it to read
@@ -96,6 +115,18 @@ impl<M: Machine + ?Sized> Machine for &mut M {
     }
     fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
         (**self).class_of(response)
+    }
+    fn wants_items(&self) -> u32 {
+        (**self).wants_items()
+    }
+    fn push_item(&mut self, request: RequestInfo) {
+        (**self).push_item(request);
+    }
+    fn close_items(&mut self) {
+        (**self).close_items();
+    }
+    fn take_ended(&mut self) -> Option<(u32, Outcome)> {
+        (**self).take_ended()
     }
 }
 

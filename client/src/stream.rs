@@ -1,0 +1,256 @@
+//! [`BatchStream`]: a batch whose results come out as its items end, with
+//! its requests pulled as capacity frees — memory bounded by the batch's
+//! window, not by its size (SPEC §4.4).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::{Future, poll_fn};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use polite_core::Outcome;
+
+use crate::answer::HttpAnswer;
+use crate::client::Ended;
+use crate::error::Error;
+use crate::io::Failure;
+use crate::runtime::Runtime;
+use crate::transport::Clock;
+
+/// In which order a [`BatchStream`] hands its results out.
+///
+/// ```
+/// use polite_client::BatchOrder;
+/// assert_eq!(BatchOrder::default(), BatchOrder::Input);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BatchOrder {
+    /// In input order. An item is started only while fewer than
+    /// [`window`](BatchOrder::window) items lie between it and the oldest
+    /// item not yet handed out, so at most that many results wait for an
+    /// earlier one: memory is bounded by `window × body size`. The default.
+    #[default]
+    Input,
+    /// As the items end: nothing waits; memory is bounded by the items in
+    /// progress.
+    Completion,
+}
+
+impl BatchOrder {
+    /// The reorder window of input order at concurrency `c`: `4 × c` items.
+    ///
+    /// ```
+    /// assert_eq!(polite_client::BatchOrder::window(4), 16);
+    /// ```
+    #[must_use]
+    pub const fn window(concurrency: u32) -> u32 {
+        concurrency.saturating_mul(4)
+    }
+}
+
+/// One result of a [`BatchStream`]: the item's index in the input, and its
+/// answer or error.
+pub type Item = (usize, Result<http::Response<Bytes>, Error>);
+
+/// What the drive hands out and the consumer takes.
+#[derive(Debug, Default)]
+pub(crate) struct Out {
+    ready: VecDeque<Item>,
+    /// Input order: results that wait for an earlier item.
+    waiting: BTreeMap<u32, Result<http::Response<Bytes>, Error>>,
+    ordered: bool,
+    /// Input order: the next index to hand out.
+    next: u32,
+    /// The batch's own end (why items still in progress ended).
+    end: Option<Outcome>,
+}
+
+/// The results of a streaming batch, as its items end (see
+/// [`Client::batch_stream`](crate::Client::batch_stream)).
+///
+/// [`next_result`](Self::next_result) is the same method on every runtime: a future to
+/// `.await` on tokio and async-io, a blocking call on threads. On async
+/// runtimes the type is also a [`futures_core::Stream`].
+///
+/// Items never pulled from the input (the batch was cancelled, timed out or
+/// starved first) are not reported: [`end`](Self::end) says why the batch
+/// ended. Dropping the stream cancels the batch.
+pub struct BatchStream<R, F> {
+    out: Arc<Mutex<Out>>,
+    gate: Arc<Gate>,
+    drive: Option<Pin<Box<F>>>,
+    runtime: PhantomData<fn() -> R>,
+}
+
+impl<R, F> std::fmt::Debug for BatchStream<R, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchStream")
+            .field("out", &self.out)
+            .field("running", &self.drive.is_some())
+            .finish()
+    }
+}
+
+fn lock(out: &Mutex<Out>) -> std::sync::MutexGuard<'_, Out> {
+    out.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The shared output of a stream and the sink its drive writes to.
+pub(crate) fn channel(order: BatchOrder, concurrency: u32) -> (Arc<Mutex<Out>>, Arc<Gate>, Sink) {
+    let out = Arc::new(Mutex::new(Out {
+        ordered: order == BatchOrder::Input,
+        ..Out::default()
+    }));
+    let gate = Arc::new(Gate {
+        taken: AtomicU32::new(0),
+        unconsumed: AtomicUsize::new(0),
+        window: (order == BatchOrder::Input).then(|| BatchOrder::window(concurrency)),
+        limit: concurrency.max(1) as usize,
+    });
+    let sink = Sink {
+        out: Arc::clone(&out),
+        gate: Arc::clone(&gate),
+    };
+    (out, gate, sink)
+}
+
+/// Records why the batch ended (the drive's last act).
+pub(crate) fn set_end(out: &Mutex<Out>, outcome: Outcome) {
+    lock(out).end = Some(outcome);
+}
+
+impl<R: Runtime, F: Future<Output = ()>> BatchStream<R, F> {
+    /// A stream over `drive`, which writes to the sink of `out`.
+    pub(crate) fn new(out: Arc<Mutex<Out>>, gate: Arc<Gate>, drive: F) -> Self {
+        BatchStream {
+            out,
+            gate,
+            drive: Some(Box::pin(drive)),
+            runtime: PhantomData,
+        }
+    }
+
+    /// The next result, as soon as an item ends; `None` once every item
+    /// pulled has been handed out.
+    pub fn next_result(&mut self) -> R::Call<impl Future<Output = Option<Item>> + '_> {
+        R::call(poll_fn(move |cx| self.poll_item(cx)))
+    }
+
+    /// Why the batch ended, once it has (`None` while it runs, and for a
+    /// batch whose every item succeeded or ended on its own).
+    #[must_use]
+    pub fn end(&self) -> Option<Outcome> {
+        lock(&self.out).end
+    }
+
+    pub(crate) fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        loop {
+            if let Some(item) = lock(&self.out).ready.pop_front() {
+                self.gate.unconsumed.fetch_sub(1, Ordering::AcqRel);
+                return Poll::Ready(Some(item));
+            }
+            let Some(drive) = self.drive.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match drive.as_mut().poll(cx) {
+                Poll::Ready(()) => self.drive = None,
+                Poll::Pending => {
+                    if lock(&self.out).ready.is_empty() {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<R: Runtime, F: Future<Output = ()>> futures_core::Stream for BatchStream<R, F> {
+    type Item = Item;
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        self.get_mut().poll_item(cx)
+    }
+}
+
+/// When the drive may pull another request: while the caller keeps up
+/// (fewer than `limit` results wait for it) and, in input order, while the
+/// item is within `window` of the oldest one not yet handed out.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    taken: AtomicU32,
+    unconsumed: AtomicUsize,
+    window: Option<u32>,
+    limit: usize,
+}
+
+impl Gate {
+    /// Whether results wait for the caller (more may not be pulled).
+    pub(crate) fn behind(&self) -> bool {
+        self.unconsumed.load(Ordering::Acquire) >= self.limit
+    }
+
+    /// Whether item `next` may be pulled now.
+    pub(crate) fn open(&self, next: u32) -> bool {
+        self.unconsumed.load(Ordering::Acquire) < self.limit
+            && self
+                .window
+                .is_none_or(|w| next < self.taken.load(Ordering::Acquire).saturating_add(w))
+    }
+}
+
+/// Where the drive's `Io` puts each ended item.
+pub(crate) struct Sink {
+    out: Arc<Mutex<Out>>,
+    gate: Arc<Gate>,
+}
+
+impl Sink {
+    /// The gate the `Io` pulls through.
+    pub(crate) fn gate(&self) -> Arc<Gate> {
+        Arc::clone(&self.gate)
+    }
+
+    /// A closure for the `Io`: builds each ended item's result and hands it
+    /// out (in input order through the reorder buffer, when asked).
+    pub(crate) fn into_fn<R: Runtime>(
+        self,
+        started: std::time::Instant,
+    ) -> Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send> {
+        Box::new(move |item, outcome, answer, failure| {
+            let result = Ended {
+                outcome,
+                last: answer.map(|a| a.0),
+                error: failure.error,
+                attempts: failure.sends,
+                elapsed: R::clock().now().saturating_duration_since(started),
+            }
+            .finish();
+            let mut out = lock(&self.out);
+            if !out.ordered {
+                out.ready.push_back((item as usize, result));
+                self.gate.unconsumed.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+            out.waiting.insert(item, result);
+            loop {
+                let next = out.next;
+                let Some(r) = out.waiting.remove(&next) else {
+                    break;
+                };
+                out.ready.push_back((next as usize, r));
+                self.gate.unconsumed.fetch_add(1, Ordering::AcqRel);
+                out.next = next.saturating_add(1);
+            }
+            self.gate.taken.store(out.next, Ordering::Release);
+        })
+    }
+}
+
+/// Ids for a streaming batch: a block of 2^32 from the client's counter,
+/// item `k` taking `first + k`.
+pub(crate) fn reserve_ids(ids: &AtomicU64) -> u64 {
+    ids.fetch_add(1 << 32, Ordering::Relaxed)
+}
