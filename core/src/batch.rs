@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::budget::{NoBudget, RetryBudget};
-use crate::event::{Action, Event, Response, SendPlan};
+use crate::input::{Event, Reply, Response, RetryClass};
 use crate::machine::Machine;
-use crate::outcome::{Outcome, Reply, RetryClass};
+use crate::outcome::Outcome;
+use crate::output::{Action, SendPlan};
 use crate::pace::{Pace, after_answer, cool_down_after, observe_rate_limit};
 use crate::policy::{PolicyError, RetryPolicy};
 use crate::ratelimit::RateLimitHeaders;

@@ -27,8 +27,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::event::TransportErrorKind;
-use crate::outcome::{Reply, RetryClass};
+use crate::input::{Reply, RetryClass, TransportErrorKind};
 
 /// Something that decides whether a retry may happen at all, across every
 /// logical request that shares it.

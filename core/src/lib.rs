@@ -205,9 +205,10 @@ pub mod backoff;
 mod batch;
 mod budget;
 pub mod drive;
-mod event;
+mod input;
 mod machine;
 mod outcome;
+mod output;
 mod pace;
 mod policy;
 mod poll;
@@ -220,15 +221,16 @@ mod rng;
 
 pub use batch::{BatchMachine, BatchPolicy};
 pub use budget::{NoBudget, RetryBucket, RetryBudget, RetryCosts};
-pub use event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
+pub use input::{Event, JobReport, Reply, Response, RetryClass, SendId, TransportErrorKind};
 pub use machine::Machine;
-pub use outcome::{Outcome, PaceLimit, Reply, RetryClass, StateName};
+pub use outcome::{Outcome, PaceLimit, StateName};
+pub use output::{Action, Notice, SendPlan};
 pub use pace::{Pace, Paced, RateThrottle, Unpaced};
 pub use policy::{
     Backoff, BackoffExponent, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy,
     StatusSet,
 };
-pub use poll::{Notice, PollMachine, PollMode, PollPolicy, TerminalStates};
+pub use poll::{PollMachine, PollMode, PollPolicy, TerminalStates};
 pub use rand_core;
 pub use record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 pub use request::{Method, RequestId, RequestInfo};

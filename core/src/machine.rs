@@ -3,9 +3,8 @@
 
 use std::time::Instant;
 
-use crate::event::{Action, Event, Response};
-use crate::outcome::RetryClass;
-use crate::poll::Notice;
+use crate::input::{Event, Response, RetryClass};
+use crate::output::{Action, Notice};
 use crate::record::AttemptRecord;
 
 /// A sans-IO machine: events in with the current time, actions out.

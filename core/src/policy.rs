@@ -6,8 +6,7 @@
 
 use std::time::Duration;
 
-use crate::event::Response;
-use crate::outcome::RetryClass;
+use crate::input::{Response, RetryClass};
 
 /// A policy that makes no sense, named by the field at fault.
 ///

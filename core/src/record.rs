@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::event::SendId;
-use crate::outcome::{Outcome, Reply, RetryClass};
+use crate::input::{Reply, RetryClass, SendId};
+use crate::outcome::Outcome;
 use crate::request::RequestId;
 use crate::retry_after::RetryAfterError;
 

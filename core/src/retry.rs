@@ -10,8 +10,9 @@ use rand_core::Rng;
 
 use crate::backoff;
 use crate::budget::{NoBudget, RetryBudget};
-use crate::event::{Action, Event, Response, SendId, SendPlan};
-use crate::outcome::{Outcome, Reply, RetryClass};
+use crate::input::{Event, Reply, Response, RetryClass, SendId};
+use crate::outcome::Outcome;
+use crate::output::{Action, SendPlan};
 use crate::policy::BackoffExponent;
 use crate::policy::{PolicyError, RetryPolicy};
 use crate::ratelimit;

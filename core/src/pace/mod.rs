@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use crate::adaptive::Answered;
-use crate::event::Response;
-use crate::outcome::{PaceLimit, RetryClass};
+use crate::input::{Response, RetryClass};
+use crate::outcome::PaceLimit;
 use crate::policy::RetryAfterLimits;
 use crate::ratelimit::{RateLimitHeaders, RateLimitInfo};
 use crate::record::AttemptRecord;

@@ -696,7 +696,7 @@ impl Pace for RateThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Response;
+    use crate::input::Response;
     use crate::pace::cool_down_after;
     use crate::policy::RetryAfterLimits;
     use std::cell::RefCell;

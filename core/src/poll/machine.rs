@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::backoff;
-use crate::event::{Action, Event, JobReport, Response, SendId, SendPlan};
+use crate::input::{Event, JobReport, Reply, Response, RetryClass, SendId};
 use crate::machine::Machine;
-use crate::outcome::{Outcome, Reply};
+use crate::outcome::Outcome;
+use crate::output::{Action, Notice, SendPlan};
 use crate::policy::PolicyError;
 use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
@@ -19,31 +20,6 @@ use super::policy::PollPolicy;
 /// The least lead of the final poll before the deadline (see
 /// [`PollMachine`], "the end of the budget").
 const FINAL_LEAD_FLOOR: Duration = Duration::from_millis(10);
-
-/// Something the adapter should tell the user once (print, log).
-///
-/// ```
-/// use polite_core::Notice;
-/// assert_eq!(Notice::LongPollUnsupported.to_string(),
-///            "server does not support long-poll; switching to backoff");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Notice {
-    /// The server rejected the wait parameter; this wait now polls on the
-    /// backoff schedule, for good.
-    LongPollUnsupported,
-}
-
-impl std::fmt::Display for Notice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Notice::LongPollUnsupported => {
-                "server does not support long-poll; switching to backoff"
-            }
-        })
-    }
-}
 
 /// How a [`PollMachine`] polls right now.
 ///
@@ -897,7 +873,7 @@ impl<R: Rng> Machine for PollMachine<R> {
     fn take_notice(&mut self) -> Option<Notice> {
         PollMachine::take_notice(self)
     }
-    fn class_of(&self, response: &Response<'_>) -> Option<crate::outcome::RetryClass> {
+    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
         self.policy.retry.class_of_response(response)
     }
 }

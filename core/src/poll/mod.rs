@@ -7,12 +7,12 @@
 //!
 //! Two files: [`policy`] holds what a caller configures
 //! ([`TerminalStates`], [`PollPolicy`]); [`machine`] holds the machine
-//! ([`PollMachine`], its [`PollMode`] and [`Notice`]).
+//! ([`PollMachine`] and its [`PollMode`]).
 
 mod machine;
 mod policy;
 
-pub use machine::{Notice, PollMachine, PollMode};
+pub use machine::{PollMachine, PollMode};
 pub use policy::{PollPolicy, TerminalStates};
 
 use std::time::Duration;
