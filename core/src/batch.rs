@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::budget::{NoBudget, RetryBudget};
+use crate::decide::{deadline_after, later};
 use crate::input::{Event, Reply, Response, RetryClass};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
@@ -16,7 +17,7 @@ use crate::policy::{PolicyError, RetryPolicy};
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
-use crate::retry::{RetryState, deadline_after, later};
+use crate::retry::RetryState;
 
 /// How a batch runs: the retry rules of each item, how many items may be in
 /// flight at once, and how often the batch itself restarts an item that

@@ -97,25 +97,3 @@ impl<M: Machine + ?Sized> Machine for &mut M {
         (**self).class_of(response)
     }
 }
-
-impl<R: rand_core::Rng, B: crate::budget::RetryBudget> Machine
-    for crate::retry::RetryMachine<R, B>
-{
-    #[inline]
-    fn handle(&mut self, now: Instant, event: Event<'_>) {
-        crate::retry::RetryMachine::handle(self, now, event);
-    }
-    #[inline]
-    fn poll_action(&mut self) -> Action {
-        crate::retry::RetryMachine::poll_action(self)
-    }
-    fn take_record(&mut self) -> Option<AttemptRecord> {
-        crate::retry::RetryMachine::take_record(self)
-    }
-    fn deadline(&self) -> Option<Instant> {
-        Some(crate::retry::RetryMachine::deadline(self))
-    }
-    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
-        self.policy().class_of_response(response)
-    }
-}

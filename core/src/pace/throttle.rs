@@ -4,10 +4,10 @@
 use std::time::{Duration, Instant};
 
 use crate::adaptive::{AdaptiveRate, Answered};
+use crate::decide::deadline_after;
 use crate::outcome::PaceLimit;
 use crate::policy::PolicyError;
 use crate::ratelimit::{Quota, RateLimitInfo};
-use crate::retry::deadline_after;
 
 use super::Pace;
 

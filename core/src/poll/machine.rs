@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::backoff;
+use crate::decide::{Spent, Verdict, deadline_after, judge, later, server_instant};
 use crate::input::{Event, JobReport, Reply, Response, RetryClass, SendId};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
@@ -12,7 +13,6 @@ use crate::output::{Action, Notice, SendPlan};
 use crate::policy::PolicyError;
 use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
-use crate::retry::{Spent, Verdict, deadline_after, judge, later, server_instant};
 use crate::retry_after;
 
 use super::policy::PollPolicy;

@@ -3,7 +3,7 @@
 //! inside one hard deadline.
 //!
 //! Failed polls (429, 5xx, transport errors) go through the same retry rules
-//! as [`RetryMachine`](crate::RetryMachine): [`crate::retry::judge`].
+//! as [`RetryMachine`](crate::RetryMachine): [`crate::decide::judge`].
 //!
 //! Two files: [`policy`] holds what a caller configures
 //! ([`TerminalStates`], [`PollPolicy`]); [`machine`] holds the machine
