@@ -346,3 +346,100 @@ impl PollPolicy {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_is_valid() {
+        assert_eq!(PollPolicy::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        type Mutate = fn(&mut PollPolicy);
+        let cases: [(Mutate, &str); 15] = [
+            (
+                |p| p.retry.backoff.base = Duration::ZERO,
+                "retry.backoff.base",
+            ),
+            (
+                |p| p.retry.backoff.multiplier = 0,
+                "retry.backoff.multiplier",
+            ),
+            (
+                |p| p.retry.backoff.cap = Duration::from_millis(1),
+                "retry.backoff.cap",
+            ),
+            (
+                |p| p.retry.backoff.jitter = Jitter::Percent(101),
+                "retry.backoff.jitter",
+            ),
+            (
+                |p| p.retry.retry_after.min = Duration::ZERO,
+                "retry.retry_after.min",
+            ),
+            (
+                |p| {
+                    p.retry.retry_after.min = Duration::from_secs(10);
+                    p.retry.retry_after.max = Duration::from_secs(5);
+                },
+                "retry.retry_after.max",
+            ),
+            (
+                |p| p.retry.retry_after.auto_wait_cap = Duration::from_secs(301),
+                "retry.retry_after.auto_wait_cap",
+            ),
+            (
+                |p| {
+                    p.retry.server_error_statuses.insert(429);
+                },
+                "retry.server_error_statuses",
+            ),
+            (|p| p.backoff.base = Duration::ZERO, "backoff.base"),
+            (|p| p.backoff.cap = Duration::from_secs(1), "backoff.cap"),
+            (
+                |p| p.backoff.jitter = Jitter::Percent(200),
+                "backoff.jitter",
+            ),
+            (
+                |p| p.max_long_poll = Duration::from_millis(999),
+                "max_long_poll",
+            ),
+            (|p| p.wait_param = "", "wait_param"),
+            (|p| p.wait_param = "wait seconds", "wait_param"),
+            (
+                |p| p.terminal_states = TerminalStates::EMPTY,
+                "terminal_states",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut p = PollPolicy::default();
+            mutate(&mut p);
+            match p.validate() {
+                Err(PolicyError::Invalid { field: f, .. }) => assert_eq!(f, field),
+                Ok(()) => panic!("{field}: accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_states_bounds() {
+        let mut s = TerminalStates::EMPTY;
+        for i in 0..TerminalStates::CAPACITY {
+            assert!(s.insert(&format!("s{i}")));
+        }
+        assert!(!s.insert("one-too-many"));
+        assert!(s.insert("s3"), "present already");
+        assert_eq!(s.len(), TerminalStates::CAPACITY);
+        assert!(s.contains("s15") && !s.contains("s16") && !s.contains(""));
+        let long = "x".repeat(StateName::CAPACITY);
+        assert!(TerminalStates::of(&[&long]).is_some_and(|t| t.contains(&long)));
+        assert!(TerminalStates::of(&[&"x".repeat(StateName::CAPACITY + 1)]).is_none());
+        assert_eq!(
+            format!("{:?}", TerminalStates::default()),
+            r#"{"passed", "failed", "cancelled", "canceled", "done", "succeeded", "success", "completed", "complete", "finished", "error", "errored", "failure", "aborted"}"#
+        );
+    }
+}
