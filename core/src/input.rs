@@ -197,11 +197,12 @@ impl std::fmt::Display for Reply {
 /// ignore it.
 ///
 /// ```
-/// use polite_core::JobReport;
+/// use polite_core::poll::JobReport;
 /// let r = JobReport::State("running");
 /// assert_ne!(r, JobReport::LongPollUnsupported);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobReport<'a> {
     /// The job's current state as the server names it (`running`, `passed`...).
     State(&'a str),

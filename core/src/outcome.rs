@@ -9,7 +9,7 @@ use crate::input::{Reply, RetryClass, TransportErrorKind};
 /// change (SPEC §4.1: starving is not timing out).
 ///
 /// ```
-/// use polite_core::PaceLimit;
+/// use polite_core::pace::PaceLimit;
 /// use std::time::Duration;
 /// let w = PaceLimit::Window { limit: 50, window: Duration::from_secs(60), learned: false };
 /// assert_eq!(w.to_string(), "the rate limit of 50 per 60s");
@@ -94,7 +94,7 @@ impl std::fmt::Display for Secs {
 /// [`StateName::CAPACITY`] bytes) so that [`Outcome`] stays `Copy`.
 ///
 /// ```
-/// use polite_core::StateName;
+/// use polite_core::poll::StateName;
 /// let s = StateName::new("passed").unwrap();
 /// assert_eq!(s.as_str(), "passed");
 /// assert!(StateName::new(&"x".repeat(StateName::CAPACITY + 1)).is_none());
@@ -184,8 +184,8 @@ pub enum Outcome {
         /// The last failure.
         last: Reply,
     },
-    /// A shared retry budget ([`RetryBudget`](crate::RetryBudget), e.g. a
-    /// [`RetryBucket`](crate::RetryBucket)) refused the retry this failure
+    /// A shared retry budget ([`RetryBudget`](crate::budget::RetryBudget), e.g. a
+    /// [`RetryBucket`](crate::budget::RetryBucket)) refused the retry this failure
     /// would have earned: too many requests sharing it are failing. Only
     /// machines given a budget end this way.
     RetryBudgetExhausted {

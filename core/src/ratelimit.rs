@@ -111,7 +111,7 @@ pub struct RateLimitHeaders {
     /// Read `X-RateLimit-Limit`, `-Remaining` and `-Reset`. Default off.
     pub x_ratelimit: bool,
     /// The longest pause a server can ask for through these headers.
-    /// Default 300 s (as [`RetryAfterLimits::max`](crate::RetryAfterLimits::max)).
+    /// Default 300 s (as [`RetryAfterLimits::max`](crate::policy::RetryAfterLimits::max)).
     pub max_pause: Duration,
 }
 

@@ -14,7 +14,7 @@ use crate::retry_after::RetryAfterError;
 /// Where a planned delay came from.
 ///
 /// ```
-/// use polite_core::DelaySource;
+/// use polite_core::record::DelaySource;
 /// assert_eq!(DelaySource::RetryAfter.to_string(), "retry-after");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -184,7 +184,9 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     /// when there are more than `u32::MAX` of them.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -219,7 +221,9 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     /// As [`new`](Self::new).
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -281,7 +285,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
-    ///                   RequestInfo, Response, RetryBucket, RetryCosts, Unpaced};
+    ///                   RequestInfo, Response};
+    /// use polite_core::budget::{RetryBucket, RetryCosts};
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant, UNIX_EPOCH};
     /// let t0 = Instant::now();
@@ -346,7 +352,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The retry budget.
     ///
     /// ```
-    /// use polite_core::{BatchMachine, BatchPolicy, Method, NoBudget, RequestId, RequestInfo, Unpaced};
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, RequestId, RequestInfo};
+    /// use polite_core::budget::NoBudget;
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -369,7 +377,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// starts a shared cool-down on the pace.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -413,7 +423,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// until it answers `SleepUntil` or `Stop`.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -481,7 +493,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// names the item.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -502,7 +516,8 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
-    ///                   RequestInfo, Unpaced};
+    ///                   RequestInfo};
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -522,7 +537,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The batch's outcome, once it has stopped.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -542,7 +559,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The fixed deadline of the whole batch.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -559,7 +578,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// Sends in flight now.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -577,7 +598,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The number of items.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -595,7 +618,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// `BatchDone { succeeded: 0, failed: 0 }`).
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -613,7 +638,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// `RateLimited` (0 for an unknown item).
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -630,7 +657,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The request of item `item`.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -648,7 +677,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The policy.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -665,7 +696,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The pace.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();

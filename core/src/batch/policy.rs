@@ -43,7 +43,8 @@ impl BatchPolicy {
     /// field of `retry` (see [`RetryPolicy::validate`]).
     ///
     /// ```
-    /// use polite_core::{BatchPolicy, PolicyError};
+    /// use polite_core::BatchPolicy;
+    /// use polite_core::policy::PolicyError;
     /// let p = BatchPolicy { concurrency: 0, ..BatchPolicy::default() };
     /// assert!(matches!(p.validate(), Err(PolicyError::Invalid { field: "concurrency", .. })));
     /// ```

@@ -104,7 +104,7 @@ pub(crate) fn after_answer<P: Pace + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pace::RateThrottle;
+    use crate::RateThrottle;
     use std::time::Duration;
 
     const MS: Duration = Duration::from_millis(1);

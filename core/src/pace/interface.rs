@@ -131,7 +131,8 @@ pub trait Pace {
     /// [`Outcome::Starved`](crate::Outcome::Starved), so the caller can say which setting to change.
     ///
     /// ```
-    /// use polite_core::{Pace, PaceLimit, RateThrottle};
+    /// use polite_core::{Pace, RateThrottle};
+    /// use polite_core::pace::PaceLimit;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut t = RateThrottle::new(1, Duration::from_secs(60)).unwrap();
@@ -150,7 +151,8 @@ pub trait Pace {
 /// concurrency (and for comparisons).
 ///
 /// ```
-/// use polite_core::{Pace, Unpaced};
+/// use polite_core::Pace;
+/// use polite_core::pace::Unpaced;
 /// use std::time::{Duration, Instant};
 /// let t0 = Instant::now();
 /// let mut p = Unpaced;
@@ -279,7 +281,7 @@ impl<P: Pace + ?Sized> Pace for Rc<RefCell<P>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pace::RateThrottle;
+    use crate::RateThrottle;
     use std::time::Duration;
 
     const MS: Duration = Duration::from_millis(1);

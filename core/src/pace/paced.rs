@@ -154,8 +154,9 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     /// machine's `policy.retry_after`).
     ///
     /// ```
-    /// use polite_core::{Paced, RetryAfterLimits, RetryMachine, RetryPolicy, RequestInfo, RequestId,
-    ///                   Method, Unpaced};
+    /// use polite_core::{Method, Paced, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use polite_core::pace::Unpaced;
+    /// use polite_core::policy::RetryAfterLimits;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();

@@ -133,7 +133,8 @@ impl RateThrottle {
     /// [`MAX_LIMIT`](Self::MAX_LIMIT)) or `window` (zero).
     ///
     /// ```
-    /// use polite_core::{PolicyError, RateThrottle};
+    /// use polite_core::RateThrottle;
+    /// use polite_core::policy::PolicyError;
     /// use std::time::Duration;
     /// assert!(matches!(RateThrottle::new(0, Duration::from_secs(1)),
     ///                  Err(PolicyError::Invalid { field: "limit", .. })));
@@ -216,7 +217,8 @@ impl RateThrottle {
     ///   throttle slow down**.
     ///
     /// ```
-    /// use polite_core::{PaceLimit, RateThrottle};
+    /// use polite_core::RateThrottle;
+    /// use polite_core::pace::PaceLimit;
     /// use polite_core::adaptive::Answered;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -302,7 +304,8 @@ impl RateThrottle {
     /// Which limit made the latest refusal (see [`Pace::refusal`]).
     ///
     /// ```
-    /// use polite_core::{PaceLimit, RateThrottle};
+    /// use polite_core::RateThrottle;
+    /// use polite_core::pace::PaceLimit;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let mut t = RateThrottle::default();

@@ -20,10 +20,11 @@ mod answer;
 /// How a [`PollMachine`] polls right now.
 ///
 /// ```
-/// use polite_core::PollMode;
+/// use polite_core::poll::PollMode;
 /// assert_ne!(PollMode::LongPoll, PollMode::Backoff);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PollMode {
     /// Every poll carries the wait parameter; a pending answer is followed
     /// by the next poll at once (the server already waited).
@@ -53,8 +54,8 @@ enum Phase {
 ///
 /// **Inputs**: [`handle`](Self::handle)`(now, event)`. A job-status answer
 /// carries what it says about the job in [`Response::job`], as the adapter's
-/// classifier read it from the body: [`JobReport::State`](crate::JobReport::State) or
-/// [`JobReport::LongPollUnsupported`](crate::JobReport::LongPollUnsupported) (by default an HTTP 400 with error
+/// classifier read it from the body: [`JobReport::State`](crate::poll::JobReport::State) or
+/// [`JobReport::LongPollUnsupported`](crate::poll::JobReport::LongPollUnsupported) (by default an HTTP 400 with error
 /// code `VALIDATION_ERROR`).
 ///
 /// **Outputs**: [`poll_action`](Self::poll_action) answers an [`Action`];
@@ -171,8 +172,9 @@ enum Phase {
 ///   `RetryAfter` / `Clamp` when the server's delay was longer.
 ///
 /// ```
-/// use polite_core::{Action, Event, JobReport, Method, Notice, Outcome, PollMachine, PollPolicy,
-///                   RequestId, RequestInfo, Response};
+/// use polite_core::{Action, Event, Method, Notice, Outcome, PollMachine, PollPolicy, RequestId,
+///                   RequestInfo, Response};
+/// use polite_core::poll::JobReport;
 /// use polite_core::SplitMix64;
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 ///
@@ -433,8 +435,10 @@ impl<R: Rng> PollMachine<R> {
     /// or bodies.
     ///
     /// ```
-    /// use polite_core::{Action, DelaySource, Event, JobReport, Method, PollMachine, PollPolicy,
-    ///                   RequestId, RequestInfo, Response};
+    /// use polite_core::{Action, Event, Method, PollMachine, PollPolicy, RequestId, RequestInfo,
+    ///                   Response};
+    /// use polite_core::poll::JobReport;
+    /// use polite_core::record::DelaySource;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant, UNIX_EPOCH};
     /// let t0 = Instant::now();
@@ -493,7 +497,8 @@ impl<R: Rng> PollMachine<R> {
     /// How the machine polls now ([`PollMode::Backoff`] is final).
     ///
     /// ```
-    /// use polite_core::{Method, PollMachine, PollMode, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::poll::PollMode;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let mut policy = PollPolicy::default();

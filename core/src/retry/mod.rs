@@ -135,7 +135,8 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     ///
     /// ```
     /// use polite_core::{Action, Event, Method, Outcome, Reply, RequestId, RequestInfo, Response,
-    ///                   RetryBucket, RetryClass, RetryCosts, RetryMachine, RetryPolicy};
+    ///                   RetryClass, RetryMachine, RetryPolicy};
+    /// use polite_core::budget::{RetryBucket, RetryCosts};
     /// use polite_core::SplitMix64;
     /// use std::cell::RefCell;
     /// use std::rc::Rc;
@@ -170,7 +171,8 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     /// The retry budget.
     ///
     /// ```
-    /// use polite_core::{Method, NoBudget, RequestId, RequestInfo, RetryBucket, RetryMachine, RetryPolicy};
+    /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use polite_core::budget::{NoBudget, RetryBucket};
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
