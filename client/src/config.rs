@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use polite_core::policy::Backoff;
+use polite_core::poll::TerminalStates;
 use polite_core::ratelimit::RateLimitHeaders;
-use polite_core::{Backoff, BatchPolicy, PollPolicy, RetryPolicy, TerminalStates};
+use polite_core::{BatchPolicy, PollPolicy, RetryPolicy};
 
 use crate::paces::PaceBy;
 use crate::redirect::RedirectPolicy;
