@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::Fake;
-use polite_core::{
-    Jitter, Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
-};
+use polite_core::policy::Jitter;
+use polite_core::{Method, Outcome, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64};
 use polite_testing::{Scripted, Simulator};
 use polite_tokio::{BoxSending, CancellationToken, Client, Config, Error, Transport};
 

@@ -21,9 +21,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use polite_client::ClientPace;
+use polite_core::pace::Unpaced;
 use polite_core::{
     BatchMachine, BatchPolicy, Method, Paced, PollMachine, RateThrottle, RequestId, RequestInfo,
-    RetryMachine, SplitMix64, Unpaced,
+    RetryMachine, SplitMix64,
 };
 use polite_lab::{JobClock, JobState, LabConfig, LogStats as _};
 use polite_tokio::{Client, Config, JsonJob, ReqwestTransport};

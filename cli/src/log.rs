@@ -5,7 +5,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use polite_client::Observed;
-use polite_core::{AttemptRecord, DelaySource, Reply, RetryAfterNote};
+use polite_core::Reply;
+use polite_core::record::{AttemptRecord, DelaySource, RetryAfterNote};
 
 use crate::args::LogFormat;
 
@@ -130,7 +131,8 @@ fn text(r: &AttemptRecord, verbose: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use polite_core::{RequestId, RetryAfterError, SendId};
+    use polite_core::retry_after::RetryAfterError;
+    use polite_core::{RequestId, SendId};
 
     fn record(note: RetryAfterNote) -> AttemptRecord {
         AttemptRecord {

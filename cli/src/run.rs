@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use polite_blocking::{BatchOrder, CancelToken, Client, Config, JsonJob, Observed, Throttle};
-use polite_core::{MaxRetries, Outcome, PaceLimit, RetryClass, StateName, TerminalStates};
+use polite_core::pace::PaceLimit;
+use polite_core::policy::MaxRetries;
+use polite_core::poll::{StateName, TerminalStates};
+use polite_core::{Outcome, RetryClass};
 
 use crate::args::{BatchArgs, Common, GetArgs, Rate, WaitArgs};
 use crate::exit;

@@ -29,10 +29,10 @@ pub use crate::runtime::{BoxSending, Runtime};
 pub use crate::stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use crate::transport::{Cancel, Clock, NoTransport, Transport};
 pub use crate::{answer::HttpAnswer, runtime::DEFAULT_MAX_BODY};
+pub use polite_core::budget::{RetryBucket, RetryCosts};
 pub use polite_core::drive::Classify;
+pub use polite_core::policy::{Backoff, Jitter, MaxRetries, RetryAfterLimits, StatusSet};
+pub use polite_core::poll::{JobReport, TerminalStates};
 pub use polite_core::ratelimit::RateLimitHeaders;
-pub use polite_core::{
-    AttemptRecord, Backoff, Jitter, JobReport, MaxRetries, Notice, Outcome, Reply,
-    RetryAfterLimits, RetryBucket, RetryClass, RetryCosts, RetryPolicy, StatusSet, TerminalStates,
-    TransportErrorKind,
-};
+pub use polite_core::record::AttemptRecord;
+pub use polite_core::{Notice, Outcome, Reply, RetryClass, RetryPolicy, TransportErrorKind};

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use polite_core::JobReport;
 use polite_core::RetryClass;
 use polite_core::drive::Classify;
+use polite_core::poll::JobReport;
 
 use crate::answer::HttpAnswer;
 

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use polite_core::AttemptRecord;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
+use polite_core::record::AttemptRecord;
 use polite_core::{
     BatchMachine, Method, Notice, Outcome, Paced, PollMachine, PollPolicy, RequestId, RequestInfo,
     RetryMachine, RetryPolicy, SplitMix64,

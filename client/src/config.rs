@@ -2,8 +2,11 @@
 
 use std::time::Duration;
 
+use polite_core::budget::RetryBucket;
+use polite_core::policy::Backoff;
+use polite_core::poll::TerminalStates;
 use polite_core::ratelimit::RateLimitHeaders;
-use polite_core::{Backoff, BatchPolicy, PollPolicy, RetryBucket, RetryPolicy, TerminalStates};
+use polite_core::{BatchPolicy, PollPolicy, RetryPolicy};
 
 use crate::classify::Classifier;
 use crate::paces::PaceBy;

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use polite_core::{Outcome, PolicyError, TransportErrorKind};
+use polite_core::policy::PolicyError;
+use polite_core::{Outcome, TransportErrorKind};
 
 /// The underlying error of a transport, boxed.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

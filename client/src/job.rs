@@ -1,7 +1,7 @@
 //! [`JsonJob`]: the default classifier of job-status answers.
 
-use polite_core::JobReport;
 use polite_core::drive::Classify;
+use polite_core::poll::JobReport;
 
 use crate::answer::HttpAnswer;
 
@@ -18,7 +18,8 @@ use crate::answer::HttpAnswer;
 ///
 /// ```
 /// use polite_client::{HttpAnswer, JsonJob};
-/// use polite_core::{JobReport, drive::Classify};
+/// use polite_core::drive::Classify;
+/// use polite_core::poll::JobReport;
 ///
 /// let mut job = JsonJob::new("status");
 /// let ok = HttpAnswer(http::Response::new(br#"{"id":"7","status":"running"}"#[..].into()));

@@ -3,8 +3,9 @@
 use std::time::Instant;
 
 use polite_core::adaptive::{AdaptiveRate, Answered};
+use polite_core::pace::PaceLimit;
 use polite_core::ratelimit::RateLimitInfo;
-use polite_core::{Pace, PaceLimit, RateThrottle};
+use polite_core::{Pace, RateThrottle};
 
 /// A client's shared pace: an optional [`RateThrottle`] plus a cool-down
 /// that works even without a throttle, so that a 429 seen by one call holds

@@ -8,7 +8,8 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use polite_core::{RateThrottle, Reply, RetryBucket, RetryBudget, RetryClass};
+use polite_core::budget::{RetryBucket, RetryBudget};
+use polite_core::{RateThrottle, Reply, RetryClass};
 
 use crate::config::{Config, Throttle};
 use crate::error::Error;

@@ -3,13 +3,14 @@
 //! Records hold ids, statuses, error kinds, durations and reasons — never a
 //! header value, a URL, a query string or a body.
 
-use polite_core::AttemptRecord;
+use polite_core::record::AttemptRecord;
 
 /// Emits one event for an attempt record: `INFO` when it failed or ended the
 /// request without success, `DEBUG` for a plain success.
 ///
 /// ```
-/// use polite_core::{AttemptRecord, RequestId, SendId, Reply, RetryAfterNote};
+/// use polite_core::{Reply, RequestId, SendId};
+/// use polite_core::record::{AttemptRecord, RetryAfterNote};
 /// polite_client::trace_record(&AttemptRecord {
 ///     request: RequestId(1), id: SendId::default(), reply: Reply::Status(200), class: None,
 ///     retry_after: RetryAfterNote::Absent, next: None, outcome: None,

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use backon::BackoffBuilder;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use polite_core::policy::{Backoff, Jitter};
 use polite_core::{
-    Action, Backoff, Event, Jitter, Method, RequestId, RequestInfo, Response, RetryMachine,
-    RetryPolicy, SendPlan, SplitMix64,
+    Action, Event, Method, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendPlan,
+    SplitMix64,
 };
 use polite_testing::origin;
 
@@ -145,7 +146,7 @@ fn poll_decisions(c: &mut Criterion) {
     let t0 = origin();
     let now = t0 + Duration::from_secs(25);
     let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    let pending = polite_core::JobReport::State("running");
+    let pending = polite_core::poll::JobReport::State("running");
     let mut g = c.benchmark_group("poll_decision");
     for (name, long_poll_first) in [("pending_long_poll", true), ("pending_backoff", false)] {
         g.bench_function(name, |b| {

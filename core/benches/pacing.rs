@@ -23,9 +23,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use governor::clock::FakeRelativeClock;
 use governor::{Quota, RateLimiter};
+use polite_core::pace::Unpaced;
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Pace, RateThrottle, RequestId, RequestInfo,
-    Response, SendPlan, SplitMix64, Unpaced,
+    Response, SendPlan, SplitMix64,
 };
 use polite_testing::origin;
 

@@ -273,7 +273,7 @@ impl AdaptiveRate {
         // A caller that comes back at this instant finds its token: `acquire`
         // accepts a deficit of `EPSILON` for the nanosecond rounding.
         let d = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX);
-        crate::retry::deadline_after(self.origin, d)
+        crate::decide::deadline_after(self.origin, d)
     }
 
     fn refill(&mut self, t: f64) {

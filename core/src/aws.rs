@@ -56,8 +56,7 @@ use std::time::Duration;
 
 use crate::budget::{RetryBucket, RetryCosts};
 use crate::drive::{Answer, Classify};
-use crate::event::JobReport;
-use crate::outcome::RetryClass;
+use crate::input::{JobReport, RetryClass};
 use crate::policy::{Backoff, BackoffExponent, Jitter, MaxRetries, RetryPolicy, StatusSet};
 
 /// Error codes the AWS SDKs treat as throttling (botocore's list; the Java

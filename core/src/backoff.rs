@@ -14,7 +14,8 @@ use crate::policy::{Backoff, Jitter};
 /// capped at `cap`. Saturates instead of overflowing.
 ///
 /// ```
-/// use polite_core::{Backoff, backoff::exponential};
+/// use polite_core::backoff::exponential;
+/// use polite_core::policy::Backoff;
 /// use std::time::Duration;
 /// let b = Backoff::default(); // 250 ms doubling, cap 4 s
 /// let ms = |n| exponential(&b, n).as_millis();
@@ -31,7 +32,8 @@ pub fn exponential(backoff: &Backoff, n: u32) -> Duration {
 /// `u = x / 2^64` in `[0, 1)`.
 ///
 /// ```
-/// use polite_core::{Jitter, backoff::jitter};
+/// use polite_core::backoff::jitter;
+/// use polite_core::policy::Jitter;
 /// use std::time::Duration;
 /// let d = Duration::from_secs(2);
 /// assert_eq!(jitter(d, Jitter::None, 12345), d);

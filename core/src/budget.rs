@@ -3,7 +3,7 @@
 //! (in the style of the AWS SDKs' standard retry quota and gRPC retry
 //! throttling), and [`NoBudget`], the default, which never refuses.
 //!
-//! Per-request budgets ([`MaxRetries`](crate::MaxRetries)) bound what one
+//! Per-request budgets ([`MaxRetries`](crate::policy::MaxRetries)) bound what one
 //! logical request may do; they do not bound what a thousand of them do
 //! together when the server is down: each retries its full share. A shared
 //! bucket does: every retry withdraws tokens, every success puts some back,
@@ -27,8 +27,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::event::TransportErrorKind;
-use crate::outcome::{Reply, RetryClass};
+use crate::input::{Reply, RetryClass, TransportErrorKind};
 
 /// Something that decides whether a retry may happen at all, across every
 /// logical request that shares it.
@@ -44,7 +43,8 @@ use crate::outcome::{Reply, RetryClass};
 /// `Rc<RefCell<B>>`.
 ///
 /// ```
-/// use polite_core::{Reply, RetryBucket, RetryBudget, RetryClass};
+/// use polite_core::{Reply, RetryClass};
+/// use polite_core::budget::{RetryBucket, RetryBudget};
 /// use std::sync::{Arc, Mutex};
 /// let shared = Arc::new(Mutex::new(RetryBucket::default())); // 500 tokens
 /// let (mut a, mut b) = (Arc::clone(&shared), Arc::clone(&shared));
@@ -61,7 +61,8 @@ pub trait RetryBudget {
     /// `RetryBudgetExhausted`).
     ///
     /// ```
-    /// use polite_core::{Reply, RetryBucket, RetryBudget, RetryClass, RetryCosts};
+    /// use polite_core::{Reply, RetryClass};
+    /// use polite_core::budget::{RetryBucket, RetryBudget, RetryCosts};
     /// let mut b = RetryBucket::new(10, RetryCosts::default());
     /// assert_eq!(b.withdraw(RetryClass::ServerError, Reply::Status(500)), None); // costs 14
     /// assert_eq!(b.withdraw(RetryClass::RateLimited, Reply::Status(429)), Some(5));
@@ -72,7 +73,7 @@ pub trait RetryBudget {
     /// withdrew, or `None` when it succeeded at its first send.
     ///
     /// ```
-    /// use polite_core::{RetryBucket, RetryBudget, RetryCosts};
+    /// use polite_core::budget::{RetryBucket, RetryBudget, RetryCosts};
     /// let mut b = RetryBucket::new(500, RetryCosts::default()).with_tokens(100);
     /// b.deposit(None); // success at the first try: + 1
     /// b.deposit(Some(14)); // success after a retry that cost 14: + 14
@@ -85,7 +86,8 @@ pub trait RetryBudget {
 /// default of every machine; zero-sized, so it costs nothing.
 ///
 /// ```
-/// use polite_core::{NoBudget, Reply, RetryBudget, RetryClass};
+/// use polite_core::{Reply, RetryClass};
+/// use polite_core::budget::{NoBudget, RetryBudget};
 /// let mut b = NoBudget;
 /// assert_eq!(b.withdraw(RetryClass::ServerError, Reply::Status(503)), Some(0));
 /// b.deposit(None);
@@ -111,7 +113,8 @@ impl RetryBudget for NoBudget {
 /// [`aws::legacy_bucket`](crate::aws::legacy_bucket).)
 ///
 /// ```
-/// use polite_core::{Reply, RetryClass, RetryCosts, TransportErrorKind};
+/// use polite_core::{Reply, RetryClass, TransportErrorKind};
+/// use polite_core::budget::RetryCosts;
 /// let c = RetryCosts::default();
 /// assert_eq!(c.of(RetryClass::RateLimited, Reply::Status(429)), 5);
 /// assert_eq!(c.of(RetryClass::ServerError, Reply::Status(503)), 14);
@@ -151,7 +154,8 @@ impl RetryCosts {
     /// The cost of a retry after `last`, of class `class`.
     ///
     /// ```
-    /// use polite_core::{Reply, RetryClass, RetryCosts, TransportErrorKind};
+    /// use polite_core::{Reply, RetryClass, TransportErrorKind};
+    /// use polite_core::budget::RetryCosts;
     /// let c = RetryCosts { timeout: 10, ..RetryCosts::default() };
     /// assert_eq!(c.of(RetryClass::Transport, Reply::Transport(TransportErrorKind::Timeout)), 10);
     /// assert_eq!(c.of(RetryClass::Transport, Reply::Transport(TransportErrorKind::Reset)), 14);
@@ -184,7 +188,8 @@ impl RetryCosts {
 /// logical request.
 ///
 /// ```
-/// use polite_core::{Reply, RetryBucket, RetryBudget, RetryClass, RetryCosts};
+/// use polite_core::{Reply, RetryClass};
+/// use polite_core::budget::{RetryBucket, RetryBudget, RetryCosts};
 /// let mut bucket = RetryBucket::new(30, RetryCosts::default());
 /// assert_eq!(bucket.withdraw(RetryClass::ServerError, Reply::Status(500)), Some(14)); // 16 left
 /// assert_eq!(bucket.withdraw(RetryClass::ServerError, Reply::Status(502)), Some(14)); // 2 left
@@ -211,7 +216,7 @@ impl RetryBucket {
     /// allows no retry at all.
     ///
     /// ```
-    /// use polite_core::{RetryBucket, RetryCosts};
+    /// use polite_core::budget::{RetryBucket, RetryCosts};
     /// let b = RetryBucket::new(500, RetryCosts::default());
     /// assert_eq!((b.tokens(), b.capacity()), (500, 500));
     /// ```
@@ -227,7 +232,7 @@ impl RetryBucket {
     /// The same bucket holding `tokens` now (at most its capacity).
     ///
     /// ```
-    /// use polite_core::RetryBucket;
+    /// use polite_core::budget::RetryBucket;
     /// assert_eq!(RetryBucket::default().with_tokens(7).tokens(), 7);
     /// assert_eq!(RetryBucket::default().with_tokens(9999).tokens(), 500);
     /// ```
@@ -244,7 +249,7 @@ impl RetryBucket {
     /// Tokens left.
     ///
     /// ```
-    /// use polite_core::RetryBucket;
+    /// use polite_core::budget::RetryBucket;
     /// assert_eq!(RetryBucket::default().tokens(), 500);
     /// ```
     #[must_use]
@@ -255,7 +260,7 @@ impl RetryBucket {
     /// The most tokens the bucket holds.
     ///
     /// ```
-    /// use polite_core::RetryBucket;
+    /// use polite_core::budget::RetryBucket;
     /// assert_eq!(RetryBucket::default().capacity(), 500);
     /// ```
     #[must_use]
@@ -266,7 +271,7 @@ impl RetryBucket {
     /// The costs.
     ///
     /// ```
-    /// use polite_core::{RetryBucket, RetryCosts};
+    /// use polite_core::budget::{RetryBucket, RetryCosts};
     /// assert_eq!(*RetryBucket::default().costs(), RetryCosts::default());
     /// ```
     #[must_use]
@@ -278,7 +283,7 @@ impl RetryBucket {
     /// nothing (`false`).
     ///
     /// ```
-    /// use polite_core::RetryBucket;
+    /// use polite_core::budget::RetryBucket;
     /// let mut b = RetryBucket::default().with_tokens(10);
     /// assert!(b.take(10));
     /// assert!(!b.take(1));
@@ -296,7 +301,7 @@ impl RetryBucket {
     /// Adds `tokens`, up to the capacity.
     ///
     /// ```
-    /// use polite_core::RetryBucket;
+    /// use polite_core::budget::RetryBucket;
     /// let mut b = RetryBucket::default().with_tokens(498);
     /// b.give(5);
     /// assert_eq!(b.tokens(), 500);

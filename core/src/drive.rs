@@ -22,10 +22,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-use crate::event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
+use crate::input::{Event, JobReport, Response, RetryClass, SendId, TransportErrorKind};
 use crate::machine::Machine;
-use crate::outcome::{Outcome, RetryClass};
-use crate::poll::Notice;
+use crate::outcome::Outcome;
+use crate::output::{Action, Notice, SendPlan};
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
 

@@ -83,6 +83,32 @@
 //! assert_eq!(outcome, Outcome::Succeeded { status: 200 });
 //! ```
 //!
+//! ## Where things are
+//!
+//! The root holds what a reader needs first: the machines
+//! ([`RetryMachine`], [`PollMachine`], [`BatchMachine`], [`Paced`]) and
+//! their policies ([`RetryPolicy`], [`PollPolicy`], [`BatchPolicy`]); the
+//! [`Machine`] interface, with what goes in ([`Event`], [`Response`],
+//! [`SendId`]) and what comes out ([`Action`], [`SendPlan`], [`Notice`],
+//! [`Outcome`] with its [`Reply`], [`RetryClass`] and
+//! [`TransportErrorKind`]); the request ([`RequestInfo`], [`RequestId`],
+//! [`Method`]); pacing ([`Pace`], [`RateThrottle`]); [`SplitMix64`] and
+//! [`deadline_after`]. The rest is in modules named for what they hold:
+//!
+//! | Module | What it holds |
+//! |---|---|
+//! | [`policy`] | what policies are made of: [`Backoff`](policy::Backoff), [`Jitter`](policy::Jitter), [`MaxRetries`](policy::MaxRetries), [`StatusSet`](policy::StatusSet), [`RetryAfterLimits`](policy::RetryAfterLimits), and [`PolicyError`](policy::PolicyError) |
+//! | [`poll`] | the words of a job wait: [`JobReport`](poll::JobReport), [`TerminalStates`](poll::TerminalStates), [`StateName`](poll::StateName), [`PollMode`](poll::PollMode) |
+//! | [`pace`] | [`Unpaced`](pace::Unpaced), and [`PaceLimit`](pace::PaceLimit) (which limit starved a request) |
+//! | [`budget`] | retry budgets shared by many machines: [`RetryBudget`](budget::RetryBudget), [`RetryBucket`](budget::RetryBucket), [`RetryCosts`](budget::RetryCosts), [`NoBudget`](budget::NoBudget) |
+//! | [`record`] | one [`AttemptRecord`](record::AttemptRecord) per answered attempt, for logs and traces |
+//! | [`retry_after`] | reading `Retry-After` (delta-seconds and HTTP-dates) |
+//! | [`ratelimit`] | reading `RateLimit`, `RateLimit-Policy` and `X-RateLimit-*` |
+//! | [`adaptive`] | the AWS SDKs' adaptive rate (CUBIC), behind [`RateThrottle::adaptive`] |
+//! | [`backoff`] | the backoff and jitter arithmetic |
+//! | [`aws`] | policies and budgets that retry as the AWS SDKs do |
+//! | [`drive`] | the one drive loop, over an adapter's [`Io`](drive::Io) |
+//!
 //! ## Time
 //!
 //! `std::time::Instant` values are passed in; the machines only compare and
@@ -104,7 +130,7 @@
 //! `handle` and `poll_action` never fail: network results are data in
 //! `Stop(Outcome)`, and unexpected input (a late answer for an old attempt,
 //! an event after the end, garbage headers) is ignored or recorded. The only
-//! error is an invalid policy at construction ([`PolicyError`], naming the
+//! error is an invalid policy at construction ([`PolicyError`](policy::PolicyError), naming the
 //! field). Nothing here panics on input.
 //!
 //! ## Pacing many requests
@@ -133,7 +159,7 @@
 //! each throttle, regrown along a CUBIC curve) under the configured window,
 //! off until the first throttle and replaced by a learnt quota. When a pace
 //! cannot grant a send before the deadline, the machine stops at once with
-//! [`Outcome::Starved`]`{ until, by }`, naming the [`PaceLimit`] — starving
+//! [`Outcome::Starved`]`{ until, by }`, naming the [`PaceLimit`](pace::PaceLimit) — starving
 //! is not timing out.
 //!
 //! ## Server-informed pacing and a shared retry budget
@@ -145,11 +171,11 @@
 //!   sharing the pace, and a [`RateThrottle::learning`] throttle sizes
 //!   itself to the advertised quota — a client never told the quota stops
 //!   earning 429s after the first answer that carries it.
-//! * **Retry budget.** A [`RetryBucket`] shared by many machines
+//! * **Retry budget.** A [`RetryBucket`](budget::RetryBucket) shared by many machines
 //!   ([`RetryMachine::with_budget`], [`BatchMachine::with_budget`]) caps
 //!   retry storms across logical requests: every retry withdraws tokens,
 //!   successes return them, and when it is empty nobody retries
-//!   ([`Outcome::RetryBudgetExhausted`]). Off by default ([`NoBudget`]).
+//!   ([`Outcome::RetryBudgetExhausted`]). Off by default ([`NoBudget`](budget::NoBudget)).
 //! * **AWS profile.** [`aws`] holds policies and buckets that behave like
 //!   the AWS SDKs' standard retry mode, checked against their conformance
 //!   scenarios.
@@ -199,39 +225,48 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+// The layers point one way: what comes in (input.rs) <- how a machine ends
+// and what it answers (outcome.rs, output.rs) <- what policies, budgets,
+// records and the header parsers say <- the decision kernel (decide.rs: the
+// retry rules every machine shares) <- the machines (retry/, poll/, batch/,
+// pace/) <- the drive loop (drive.rs). Modules holding root names are
+// private (or pub(crate) inside a public module), so that every public
+// item has exactly one path.
+
 pub mod adaptive;
 pub mod aws;
 pub mod backoff;
 mod batch;
-mod budget;
+pub mod budget;
+mod decide;
 pub mod drive;
-mod event;
+mod input;
 mod machine;
 mod outcome;
-mod pace;
-mod policy;
-mod poll;
+mod output;
+pub mod pace;
+pub mod policy;
+pub mod poll;
 pub mod ratelimit;
-mod record;
+pub mod record;
 mod request;
 mod retry;
 pub mod retry_after;
 mod rng;
 
 pub use batch::{BatchMachine, BatchPolicy};
-pub use budget::{NoBudget, RetryBucket, RetryBudget, RetryCosts};
-pub use event::{Action, Event, JobReport, Response, SendId, SendPlan, TransportErrorKind};
+pub use decide::deadline_after;
+pub use input::{Event, Reply, Response, RetryClass, SendId, TransportErrorKind};
 pub use machine::Machine;
-pub use outcome::{Outcome, PaceLimit, Reply, RetryClass, StateName};
-pub use pace::{Pace, Paced, RateThrottle, Unpaced};
-pub use policy::{
-    Backoff, BackoffExponent, Jitter, MaxRetries, PolicyError, RetryAfterLimits, RetryPolicy,
-    StatusSet,
-};
-pub use poll::{Notice, PollMachine, PollMode, PollPolicy, TerminalStates};
+pub use outcome::Outcome;
+pub use output::{Action, Notice, SendPlan};
+pub use pace::interface::Pace;
+pub use pace::paced::Paced;
+pub use pace::throttle::RateThrottle;
+pub use policy::retry::RetryPolicy;
+pub use poll::machine::PollMachine;
+pub use poll::policy::PollPolicy;
 pub use rand_core;
-pub use record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 pub use request::{Method, RequestId, RequestInfo};
-pub use retry::{RetryMachine, deadline_after};
-pub use retry_after::RetryAfterError;
+pub use retry::RetryMachine;
 pub use rng::SplitMix64;

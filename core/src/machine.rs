@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use crate::event::{Action, Event, Response};
-use crate::outcome::{Outcome, RetryClass};
-use crate::poll::Notice;
+use crate::input::{Event, Response, RetryClass};
+use crate::outcome::Outcome;
+use crate::output::{Action, Notice};
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
 
@@ -127,27 +127,5 @@ impl<M: Machine + ?Sized> Machine for &mut M {
     }
     fn take_ended(&mut self) -> Option<(u32, Outcome)> {
         (**self).take_ended()
-    }
-}
-
-impl<R: rand_core::Rng, B: crate::budget::RetryBudget> Machine
-    for crate::retry::RetryMachine<R, B>
-{
-    #[inline]
-    fn handle(&mut self, now: Instant, event: Event<'_>) {
-        crate::retry::RetryMachine::handle(self, now, event);
-    }
-    #[inline]
-    fn poll_action(&mut self) -> Action {
-        crate::retry::RetryMachine::poll_action(self)
-    }
-    fn take_record(&mut self) -> Option<AttemptRecord> {
-        crate::retry::RetryMachine::take_record(self)
-    }
-    fn deadline(&self) -> Option<Instant> {
-        Some(crate::retry::RetryMachine::deadline(self))
-    }
-    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
-        self.policy().class_of_response(response)
     }
 }

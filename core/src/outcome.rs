@@ -2,14 +2,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::event::TransportErrorKind;
+use crate::input::{Reply, RetryClass, TransportErrorKind};
 
 /// Which limit of a [`Pace`](crate::Pace) refused a send: the facts that
 /// [`Outcome::Starved`] carries so that a caller can say which setting to
 /// change (SPEC §4.1: starving is not timing out).
 ///
 /// ```
-/// use polite_core::PaceLimit;
+/// use polite_core::pace::PaceLimit;
 /// use std::time::Duration;
 /// let w = PaceLimit::Window { limit: 50, window: Duration::from_secs(60), learned: false };
 /// assert_eq!(w.to_string(), "the rate limit of 50 per 60s");
@@ -90,75 +90,11 @@ impl std::fmt::Display for Secs {
     }
 }
 
-/// The classes of failure that are retried, each with its own budget.
-///
-/// ```
-/// use polite_core::RetryClass;
-/// assert_eq!(RetryClass::ServerError.to_string(), "server error");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RetryClass {
-    /// A rate-limited answer (429 by default).
-    RateLimited,
-    /// A server error (500, 502, 503, 504 by default).
-    ServerError,
-    /// A transport error: refused, reset, DNS, timeout.
-    Transport,
-}
-
-impl RetryClass {
-    /// Index for per-class counters.
-    #[inline]
-    pub(crate) const fn index(self) -> usize {
-        match self {
-            RetryClass::RateLimited => 0,
-            RetryClass::ServerError => 1,
-            RetryClass::Transport => 2,
-        }
-    }
-}
-
-impl std::fmt::Display for RetryClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RetryClass::RateLimited => "rate limited",
-            RetryClass::ServerError => "server error",
-            RetryClass::Transport => "transport",
-        })
-    }
-}
-
-/// What came back from one attempt: an HTTP status or a transport error.
-///
-/// ```
-/// use polite_core::{Reply, TransportErrorKind};
-/// assert_eq!(Reply::Status(503).to_string(), "HTTP 503");
-/// assert_eq!(Reply::Transport(TransportErrorKind::Reset).to_string(), "transport error: connection reset");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Reply {
-    /// An HTTP answer with this status.
-    Status(u16),
-    /// No HTTP answer.
-    Transport(TransportErrorKind),
-}
-
-impl std::fmt::Display for Reply {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Reply::Status(s) => write!(f, "HTTP {s}"),
-            Reply::Transport(k) => write!(f, "transport error: {k}"),
-        }
-    }
-}
-
 /// The name of a job's terminal state, stored inline (at most
 /// [`StateName::CAPACITY`] bytes) so that [`Outcome`] stays `Copy`.
 ///
 /// ```
-/// use polite_core::StateName;
+/// use polite_core::poll::StateName;
 /// let s = StateName::new("passed").unwrap();
 /// assert_eq!(s.as_str(), "passed");
 /// assert!(StateName::new(&"x".repeat(StateName::CAPACITY + 1)).is_none());
@@ -248,8 +184,8 @@ pub enum Outcome {
         /// The last failure.
         last: Reply,
     },
-    /// A shared retry budget ([`RetryBudget`](crate::RetryBudget), e.g. a
-    /// [`RetryBucket`](crate::RetryBucket)) refused the retry this failure
+    /// A shared retry budget ([`RetryBudget`](crate::budget::RetryBudget), e.g. a
+    /// [`RetryBucket`](crate::budget::RetryBucket)) refused the retry this failure
     /// would have earned: too many requests sharing it are failing. Only
     /// machines given a budget end this way.
     RetryBudgetExhausted {

@@ -82,115 +82,12 @@ use sfv::visitor::{
 };
 use sfv::{BareItemFromInput, KeyRef, Parser};
 
-use crate::event::Response;
+pub use crate::input::RateLimitFields;
+use crate::input::Response;
 use crate::retry_after::RetryAfter;
 
 /// Longest field value looked at; longer values are ignored unread.
 const MAX_FIELD_LEN: usize = 4096;
-
-/// The raw rate-limit header values of one answer, as received (bytes;
-/// they need not be UTF-8). All `None` when the answer has none.
-///
-/// ```
-/// use polite_core::ratelimit::RateLimitFields;
-/// let f = RateLimitFields::EMPTY
-///     .ratelimit(br#""default";r=0;t=5"#)
-///     .ratelimit_policy(br#""default";q=10;w=1"#);
-/// assert!(!f.is_empty());
-/// assert!(RateLimitFields::EMPTY.is_empty());
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RateLimitFields<'a> {
-    /// `RateLimit` (IETF draft): the current service limits.
-    pub ratelimit: Option<&'a [u8]>,
-    /// `RateLimit-Policy` (IETF draft): the quota policies.
-    pub ratelimit_policy: Option<&'a [u8]>,
-    /// `X-RateLimit-Limit`.
-    pub x_ratelimit_limit: Option<&'a [u8]>,
-    /// `X-RateLimit-Remaining`.
-    pub x_ratelimit_remaining: Option<&'a [u8]>,
-    /// `X-RateLimit-Reset`.
-    pub x_ratelimit_reset: Option<&'a [u8]>,
-}
-
-impl<'a> RateLimitFields<'a> {
-    /// No field.
-    ///
-    /// ```
-    /// use polite_core::ratelimit::RateLimitFields;
-    /// assert_eq!(RateLimitFields::EMPTY, RateLimitFields::default());
-    /// ```
-    pub const EMPTY: RateLimitFields<'static> = RateLimitFields {
-        ratelimit: None,
-        ratelimit_policy: None,
-        x_ratelimit_limit: None,
-        x_ratelimit_remaining: None,
-        x_ratelimit_reset: None,
-    };
-
-    /// Whether no field is present (then reading costs nothing more).
-    ///
-    /// ```
-    /// use polite_core::ratelimit::RateLimitFields;
-    /// assert!(RateLimitFields::default().is_empty());
-    /// ```
-    #[must_use]
-    #[inline]
-    pub const fn is_empty(&self) -> bool {
-        self.ratelimit.is_none()
-            && self.ratelimit_policy.is_none()
-            && self.x_ratelimit_limit.is_none()
-            && self.x_ratelimit_remaining.is_none()
-            && self.x_ratelimit_reset.is_none()
-    }
-
-    /// Sets the raw `RateLimit` value.
-    ///
-    /// ```
-    /// use polite_core::ratelimit::RateLimitFields;
-    /// let f = RateLimitFields::EMPTY.ratelimit(br#""default";r=50;t=30"#);
-    /// assert_eq!(f.ratelimit, Some(&br#""default";r=50;t=30"#[..]));
-    /// ```
-    #[must_use]
-    pub const fn ratelimit(mut self, value: &'a [u8]) -> Self {
-        self.ratelimit = Some(value);
-        self
-    }
-
-    /// Sets the raw `RateLimit-Policy` value.
-    ///
-    /// ```
-    /// use polite_core::ratelimit::RateLimitFields;
-    /// let f = RateLimitFields::EMPTY.ratelimit_policy(br#""default";q=100;w=10"#);
-    /// assert!(f.ratelimit_policy.is_some());
-    /// ```
-    #[must_use]
-    pub const fn ratelimit_policy(mut self, value: &'a [u8]) -> Self {
-        self.ratelimit_policy = Some(value);
-        self
-    }
-
-    /// Sets the raw `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
-    /// `X-RateLimit-Reset` values (each optional).
-    ///
-    /// ```
-    /// use polite_core::ratelimit::RateLimitFields;
-    /// let f = RateLimitFields::EMPTY.x_ratelimit(Some(b"60"), Some(b"0"), Some(b"12"));
-    /// assert_eq!(f.x_ratelimit_remaining, Some(&b"0"[..]));
-    /// ```
-    #[must_use]
-    pub const fn x_ratelimit(
-        mut self,
-        limit: Option<&'a [u8]>,
-        remaining: Option<&'a [u8]>,
-        reset: Option<&'a [u8]>,
-    ) -> Self {
-        self.x_ratelimit_limit = limit;
-        self.x_ratelimit_remaining = remaining;
-        self.x_ratelimit_reset = reset;
-        self
-    }
-}
 
 /// Which rate-limit headers are read, and how far a pause may reach.
 /// Given to [`Paced::rate_limit_headers`](crate::Paced::rate_limit_headers)
@@ -214,7 +111,7 @@ pub struct RateLimitHeaders {
     /// Read `X-RateLimit-Limit`, `-Remaining` and `-Reset`. Default off.
     pub x_ratelimit: bool,
     /// The longest pause a server can ask for through these headers.
-    /// Default 300 s (as [`RetryAfterLimits::max`](crate::RetryAfterLimits::max)).
+    /// Default 300 s (as [`RetryAfterLimits::max`](crate::policy::RetryAfterLimits::max)).
     pub max_pause: Duration,
 }
 

@@ -6,15 +6,15 @@
 
 use std::time::{Duration, Instant};
 
-use crate::event::SendId;
-use crate::outcome::{Outcome, Reply, RetryClass};
+use crate::input::{Reply, RetryClass, SendId};
+use crate::outcome::Outcome;
 use crate::request::RequestId;
 use crate::retry_after::RetryAfterError;
 
 /// Where a planned delay came from.
 ///
 /// ```
-/// use polite_core::DelaySource;
+/// use polite_core::record::DelaySource;
 /// assert_eq!(DelaySource::RetryAfter.to_string(), "retry-after");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

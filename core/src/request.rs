@@ -26,6 +26,7 @@ impl std::fmt::Display for RequestId {
 /// assert_eq!(Method::parse(b"get"), Method::Other); // methods are case-sensitive
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Method {
     /// GET (idempotent)
     Get,

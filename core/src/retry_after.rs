@@ -36,6 +36,7 @@ const MAX_LEN: usize = 64;
 /// assert_eq!(RetryAfter::parse(b"  "), Err(RetryAfterError::Empty));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum RetryAfterError {
     /// Nothing but whitespace.
     #[error("Retry-After is empty")]

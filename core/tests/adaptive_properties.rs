@@ -7,8 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use polite_core::RateThrottle;
 use polite_core::adaptive::{AdaptiveRate, Answered, BETA};
-use polite_core::{PaceLimit, RateThrottle};
+use polite_core::pace::PaceLimit;
 use polite_testing::origin;
 use proptest::prelude::*;
 

@@ -34,9 +34,10 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use polite_core::budget::RetryBucket;
 use polite_core::{
-    Action, Event, Method, Outcome, RequestId, RequestInfo, Response, RetryBucket, RetryClass,
-    RetryMachine, RetryPolicy, SendPlan, aws,
+    Action, Event, Method, Outcome, RequestId, RequestInfo, Response, RetryClass, RetryMachine,
+    RetryPolicy, SendPlan, aws,
 };
 use polite_testing::{Fixed, origin};
 use yaml_rust2::{Yaml, YamlLoader};

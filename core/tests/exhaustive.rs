@@ -8,9 +8,11 @@
 
 use std::time::{Duration, Instant};
 
+use polite_core::policy::{Jitter, MaxRetries};
+use polite_core::record::AttemptRecord;
 use polite_core::{
-    Action, AttemptRecord, Event, Jitter, Machine, MaxRetries, Method, PollMachine, PollPolicy,
-    RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64, TransportErrorKind,
+    Action, Event, Machine, Method, PollMachine, PollPolicy, RequestId, RequestInfo, RetryMachine,
+    RetryPolicy, SplitMix64, TransportErrorKind,
 };
 use polite_testing::{
     Checker, Exploration, Input, Job, PollChecker, ScriptRunner, explore, origin,

@@ -159,9 +159,10 @@ mod regressions {
     use std::time::Duration;
 
     use polite_core::SplitMix64;
+    use polite_core::policy::{Jitter, StatusSet};
     use polite_core::{
-        BatchMachine, BatchPolicy, Jitter, Method, Outcome, Paced, PollMachine, PollPolicy,
-        RateThrottle, RequestId, RequestInfo, RetryClass, RetryMachine, RetryPolicy, StatusSet,
+        BatchMachine, BatchPolicy, Method, Outcome, Paced, PollMachine, PollPolicy, RateThrottle,
+        RequestId, RequestInfo, RetryClass, RetryMachine, RetryPolicy,
     };
     use polite_testing::{
         BatchChecker, Checker, Input, PollChecker, ScriptRunner, origin, run_script,

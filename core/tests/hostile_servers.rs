@@ -13,10 +13,11 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use polite_core::poll::{JobReport, PollMode, StateName};
+use polite_core::record::{DelaySource, RetryAfterNote};
 use polite_core::{
-    Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PollMachine, PollMode,
-    PollPolicy, RequestId, RequestInfo, Response, RetryAfterNote, RetryMachine, RetryPolicy,
-    SendPlan, SplitMix64, StateName,
+    Action, Event, Method, Notice, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo,
+    Response, RetryMachine, RetryPolicy, SendPlan, SplitMix64,
 };
 use polite_testing::{
     Checker, Input, Job, PollChecker, ScriptRunner, Scripted, Simulator, Trace, origin, run_script,
@@ -390,7 +391,7 @@ fn backoff_mode_polls_at_the_last_useful_instant() {
         long_poll_first: false,
         ..PollPolicy::default()
     };
-    policy.backoff.jitter = polite_core::Jitter::None;
+    policy.backoff.jitter = polite_core::policy::Jitter::None;
     let latency = 5 * MS;
     let deadline = t0 + 10 * S;
     let run = impatient_server(t0, policy, 10 * S, latency, Some(t0 + 8 * S));
@@ -420,7 +421,7 @@ fn the_final_poll_respects_the_server_and_the_round_trip() {
         long_poll_first: false,
         ..PollPolicy::default()
     };
-    policy.backoff.jitter = polite_core::Jitter::None;
+    policy.backoff.jitter = polite_core::policy::Jitter::None;
     let running = |p: &SendPlan, ra: Option<&'static [u8]>| {
         let mut r = Response::new(p.id, 202, wall(0)).job(JobReport::State("running"));
         r.retry_after = ra;
@@ -528,7 +529,8 @@ fn hostile_poll_scripts_end_as_the_spec_says() {
 /// time", which a batch restarts after `backoff.cap`).
 #[test]
 fn a_batch_does_not_restart_an_item_the_server_shut_out() {
-    use polite_core::{BatchMachine, BatchPolicy, Unpaced};
+    use polite_core::pace::Unpaced;
+    use polite_core::{BatchMachine, BatchPolicy};
     let t0 = origin();
     let mut b = BatchMachine::new(
         BatchPolicy::default(),

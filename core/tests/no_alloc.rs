@@ -12,10 +12,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, UNIX_EPOCH};
 
+use polite_core::policy::MaxRetries;
+use polite_core::poll::JobReport;
 use polite_core::{
-    Action, BatchMachine, BatchPolicy, Event, JobReport, Machine, MaxRetries, Method, Paced,
-    PollMachine, PollPolicy, RateThrottle, RequestId, RequestInfo, Response, RetryMachine,
-    RetryPolicy, SendId, SplitMix64, TransportErrorKind,
+    Action, BatchMachine, BatchPolicy, Event, Machine, Method, Paced, PollMachine, PollPolicy,
+    RateThrottle, RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendId, SplitMix64,
+    TransportErrorKind,
 };
 use polite_testing::origin;
 
@@ -243,7 +245,7 @@ fn poll_decisions_allocate_nothing() {
     };
     let (n, decisions) = allocations(|| drive(&mut m, 300, backoff));
     assert_eq!(n, 0, "backoff: {n} allocations over {decisions} decisions");
-    assert_eq!(m.mode(), polite_core::PollMode::Backoff);
+    assert_eq!(m.mode(), polite_core::poll::PollMode::Backoff);
 
     // The end of the budget (issue 16): a server that ignores the wait
     // parameter, polled to the last useful instant, then a stop.

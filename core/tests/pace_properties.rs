@@ -7,9 +7,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use polite_core::pace::Unpaced;
+use polite_core::policy::{Jitter, MaxRetries};
 use polite_core::{
-    Action, BatchMachine, BatchPolicy, Jitter, MaxRetries, Method, Outcome, Pace, Paced,
-    RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64, Unpaced,
+    Action, BatchMachine, BatchPolicy, Method, Outcome, Pace, Paced, RateThrottle, RequestId,
+    RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
 };
 use polite_testing::strategies::{self, batch_script};
 use polite_testing::{

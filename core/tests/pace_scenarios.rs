@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use polite_core::adaptive::Answered;
+use polite_core::pace::{PaceLimit, Unpaced};
+use polite_core::policy::{Jitter, MaxRetries, StatusSet};
 use polite_core::{
-    Action, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Outcome, Pace, PaceLimit,
-    Paced, RateThrottle, RequestId, RequestInfo, Response, RetryClass, RetryMachine, RetryPolicy,
-    SendPlan, SplitMix64, StatusSet, Unpaced,
+    Action, BatchMachine, BatchPolicy, Event, Method, Outcome, Pace, Paced, RateThrottle,
+    RequestId, RequestInfo, Response, RetryClass, RetryMachine, RetryPolicy, SendPlan, SplitMix64,
 };
 use polite_testing::{BatchChecker, Scripted, Simulator, Trace, origin};
 

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use polite_core::pace::Unpaced;
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Outcome, PollMachine, PollPolicy, RequestId,
-    RequestInfo, RetryMachine, RetryPolicy, SplitMix64, TransportErrorKind as K, Unpaced,
+    RequestInfo, RetryMachine, RetryPolicy, SplitMix64, TransportErrorKind as K,
 };
 use polite_testing::origin;
 

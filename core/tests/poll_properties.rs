@@ -6,9 +6,10 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use polite_core::poll::JobReport;
 use polite_core::{
-    Action, Event, JobReport, Method, Notice, PollMachine, PollPolicy, RequestId, RequestInfo,
-    Response, SendId, SplitMix64,
+    Action, Event, Method, Notice, PollMachine, PollPolicy, RequestId, RequestInfo, Response,
+    SendId, SplitMix64,
 };
 use polite_testing::strategies::{poll_policy, poll_request, poll_script, timeout};
 use polite_testing::{Input, PollChecker, ScriptRunner, Trace, origin};

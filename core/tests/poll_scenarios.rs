@@ -7,10 +7,12 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use polite_core::policy::PolicyError;
+use polite_core::poll::{JobReport, PollMode, StateName, TerminalStates};
+use polite_core::record::{DelaySource, RetryAfterNote};
 use polite_core::{
-    Action, DelaySource, Event, JobReport, Method, Notice, Outcome, PolicyError, PollMachine,
-    PollMode, PollPolicy, Reply, RequestId, RequestInfo, Response, RetryAfterNote, RetryClass,
-    SendPlan, SplitMix64, StateName, TerminalStates, TransportErrorKind,
+    Action, Event, Method, Notice, Outcome, PollMachine, PollPolicy, Reply, RequestId, RequestInfo,
+    Response, RetryClass, SendPlan, SplitMix64, TransportErrorKind,
 };
 use polite_testing::{Job as Body, PollChecker, Scripted, Simulator, Trace, origin};
 

@@ -15,13 +15,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use polite_core::drive::{self, Answer, Io, NoJobs};
+use polite_core::pace::Unpaced;
 use polite_core::ratelimit::{
     Quota, RateLimitFields, RateLimitHeaders, RateLimitInfo, parse_policy, parse_ratelimit,
 };
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Outcome, Pace, Paced, RateThrottle,
     RequestId, RequestInfo, Response, RetryMachine, RetryPolicy, SendId, SendPlan, SplitMix64,
-    TransportErrorKind, Unpaced,
+    TransportErrorKind,
 };
 use polite_testing::{BatchChecker, Scripted, Simulator, origin};
 use proptest::prelude::*;

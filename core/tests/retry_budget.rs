@@ -9,10 +9,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use polite_core::budget::{RetryBucket, RetryBudget, RetryCosts};
+use polite_core::pace::Unpaced;
+use polite_core::policy::Jitter;
 use polite_core::{
-    Action, BatchMachine, BatchPolicy, Event, Jitter, Method, Outcome, Reply, RequestId,
-    RequestInfo, Response, RetryBucket, RetryBudget, RetryClass, RetryCosts, RetryMachine,
-    RetryPolicy, SplitMix64, TransportErrorKind, Unpaced, aws,
+    Action, BatchMachine, BatchPolicy, Event, Method, Outcome, Reply, RequestId, RequestInfo,
+    Response, RetryClass, RetryMachine, RetryPolicy, SplitMix64, TransportErrorKind, aws,
 };
 use polite_testing::{BatchChecker, Scripted, Simulator, origin};
 use proptest::prelude::*;
@@ -198,7 +200,7 @@ fn batch_restarts_draw_from_the_budget() {
         concurrency: 1,
         max_restarts: 2,
         retry: RetryPolicy {
-            max_retries: polite_core::MaxRetries {
+            max_retries: polite_core::policy::MaxRetries {
                 rate_limited: 0,
                 server_error: 0,
                 transport: 0,

@@ -3,10 +3,12 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use polite_core::policy::{Jitter, PolicyError, StatusSet};
+use polite_core::record::{DelaySource, RetryAfterNote};
+use polite_core::retry_after::RetryAfterError;
 use polite_core::{
-    Action, DelaySource, Event, Jitter, Method, Outcome, PolicyError, Reply, RequestId,
-    RequestInfo, Response, RetryAfterError, RetryAfterNote, RetryClass, RetryMachine, RetryPolicy,
-    SendPlan, SplitMix64, StatusSet, TransportErrorKind,
+    Action, Event, Method, Outcome, Reply, RequestId, RequestInfo, Response, RetryClass,
+    RetryMachine, RetryPolicy, SendPlan, SplitMix64, TransportErrorKind,
 };
 use polite_testing::{Fixed, Scripted, Simulator, origin};
 
@@ -115,7 +117,7 @@ fn backoff_doubles_to_the_cap_per_class() {
 fn each_class_counts_its_own_retries() {
     let t0 = origin();
     let mut policy = no_jitter();
-    policy.max_retries = polite_core::MaxRetries {
+    policy.max_retries = polite_core::policy::MaxRetries {
         rate_limited: 1,
         server_error: 1,
         transport: 1,

@@ -152,7 +152,8 @@ impl BatchChecker {
     /// ```
     /// use polite_testing::{BatchChecker, origin};
     /// use polite_core::SplitMix64;
-    /// use polite_core::{BatchMachine, BatchPolicy, Method, RequestId, RequestInfo, Unpaced};
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, RequestId, RequestInfo};
+    /// use polite_core::pace::Unpaced;
     /// use std::time::Duration;
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
     /// let batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1), Unpaced,
@@ -161,7 +162,11 @@ impl BatchChecker {
     /// assert_eq!(c.sends(), 0);
     /// ```
     #[must_use]
-    pub fn for_machine<R: rand_core::Rng, P: polite_core::Pace, B: polite_core::RetryBudget>(
+    pub fn for_machine<
+        R: rand_core::Rng,
+        P: polite_core::Pace,
+        B: polite_core::budget::RetryBudget,
+    >(
         batch: &polite_core::BatchMachine<R, P, B>,
     ) -> BatchChecker {
         let requests: Vec<RequestInfo> = (0..batch.len())

@@ -121,7 +121,7 @@ impl Checker {
     /// assert_eq!(c.outcome(), None);
     /// ```
     #[must_use]
-    pub fn for_machine<R: rand_core::Rng, B: polite_core::RetryBudget>(
+    pub fn for_machine<R: rand_core::Rng, B: polite_core::budget::RetryBudget>(
         machine: &polite_core::RetryMachine<R, B>,
     ) -> Checker {
         Checker::for_retry(machine.policy(), machine.request()).deadline(machine.deadline())

@@ -31,11 +31,13 @@ use arbitrary::Unstructured;
 use crate::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
 use crate::server_time;
 use crate::{BatchChecker, Checker, PollChecker, ThrottleChecker, Violation, origin, violation};
+use polite_core::budget::{RetryBucket, RetryCosts};
+use polite_core::pace::Unpaced;
+use polite_core::policy::{BackoffExponent, Jitter, MaxRetries, StatusSet};
 use polite_core::{
-    Action, BackoffExponent, BatchMachine, BatchPolicy, Event, Jitter, MaxRetries, Method, Paced,
-    PollMachine, PollPolicy, RateThrottle, RequestId, RequestInfo, Response, RetryBucket,
-    RetryClass, RetryCosts, RetryMachine, RetryPolicy, SplitMix64, StatusSet, TransportErrorKind,
-    Unpaced,
+    Action, BatchMachine, BatchPolicy, Event, Method, Paced, PollMachine, PollPolicy, RateThrottle,
+    RequestId, RequestInfo, Response, RetryClass, RetryMachine, RetryPolicy, SplitMix64,
+    TransportErrorKind,
     ratelimit::{self, RateLimitHeaders, RateLimitInfo},
     retry_after::{self, RetryAfter, RetryAfterError},
 };
@@ -815,7 +817,7 @@ impl Case for PaceCase {
     }
 
     fn check(&self) -> Result<(), Violation> {
-        let invalid = |e: polite_core::PolicyError| Violation {
+        let invalid = |e: polite_core::policy::PolicyError| Violation {
             rule: "valid-policy",
             detail: e.to_string(),
         };

@@ -3,9 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use polite_core::poll::JobReport;
 use polite_core::{
-    Action, Event, JobReport, Notice, Outcome, PollMachine, PollPolicy, RequestInfo, RetryClass,
-    SendId, SendPlan, backoff,
+    Action, Event, Notice, Outcome, PollMachine, PollPolicy, RequestInfo, RetryClass, SendId,
+    SendPlan, backoff,
 };
 use rand_core::Rng;
 
@@ -81,8 +82,9 @@ enum Expect {
 /// ```
 /// use polite_testing::PollChecker;
 /// use polite_core::SplitMix64;
-/// use polite_core::{Action, Event, JobReport, Method, PollMachine, PollPolicy, RequestId,
-///                   RequestInfo, Response};
+/// use polite_core::{Action, Event, Method, PollMachine, PollPolicy, RequestId, RequestInfo,
+///                   Response};
+/// use polite_core::poll::JobReport;
 /// use std::time::{Duration, Instant, UNIX_EPOCH};
 ///
 /// let t0 = Instant::now();

@@ -54,9 +54,12 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::{BatchChecker, Checker, PollChecker, Step, Trace, Violation, violation};
+use polite_core::budget::RetryBudget;
+use polite_core::poll::JobReport;
+use polite_core::record::AttemptRecord;
 use polite_core::{
-    Action, AttemptRecord, BatchMachine, Event, JobReport, Machine, Notice, Outcome, Pace,
-    Response, RetryBudget, RetryClass, SendId, TransportErrorKind,
+    Action, BatchMachine, Event, Machine, Notice, Outcome, Pace, Response, RetryClass, SendId,
+    TransportErrorKind,
 };
 
 /// What the body of a job-status answer says (for

@@ -35,9 +35,11 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use polite_core::drive::{self, Classify, Io, Observe};
+use polite_core::poll::JobReport;
+use polite_core::record::AttemptRecord;
 use polite_core::{
-    Action, AttemptRecord, Event, JobReport, Machine, Notice, Outcome, RequestInfo, Response,
-    RetryClass, RetryPolicy, SendPlan, TransportErrorKind,
+    Action, Event, Machine, Notice, Outcome, RequestInfo, Response, RetryClass, RetryPolicy,
+    SendPlan, TransportErrorKind,
 };
 
 use crate::{BatchChecker, Checker, Invariants, Job, PollChecker, Violation};
@@ -327,7 +329,7 @@ impl drive::Answer for Scripted {
 /// [`polite_core::aws::ErrorTypeHeader`]).
 ///
 /// ```
-/// use polite_core::JobReport;
+/// use polite_core::poll::JobReport;
 /// use polite_core::drive::Classify;
 /// use polite_testing::{FromScript, Scripted};
 /// let answer = Scripted::status(200).state("running");
@@ -560,7 +562,9 @@ impl Simulator {
     ///
     /// ```
     /// use polite_testing::{BatchChecker, Scripted, Simulator, origin};
-    /// use polite_core::{BatchMachine, BatchPolicy, Method, Outcome, RequestId, RequestInfo, SplitMix64, Unpaced};
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, Outcome, RequestId, RequestInfo,
+    ///                   SplitMix64};
+    /// use polite_core::pace::Unpaced;
     /// use std::time::Duration;
     /// let t0 = origin();
     /// let requests: Vec<_> = (0..4).map(|i| RequestInfo::new(RequestId(i), Method::Get)).collect();

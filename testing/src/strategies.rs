@@ -45,9 +45,9 @@ use proptest::collection::SizeRange;
 use proptest::prelude::*;
 
 use crate::script::{Answer, Input, Job};
+use polite_core::policy::{Jitter, MaxRetries};
 use polite_core::{
-    Jitter, MaxRetries, Method, PollPolicy, RequestId, RequestInfo, RetryClass, RetryPolicy,
-    TransportErrorKind,
+    Method, PollPolicy, RequestId, RequestInfo, RetryClass, RetryPolicy, TransportErrorKind,
 };
 
 /// HTTP statuses, weighted towards the ones the machines treat specially

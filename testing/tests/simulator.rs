@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use polite_core::record::AttemptRecord;
 use polite_core::{
-    Action, AttemptRecord, Event, Machine, Method, Notice, Outcome, PollMachine, PollPolicy,
-    RequestId, RequestInfo, RetryMachine, RetryPolicy, SendId, SendPlan, SplitMix64,
-    TransportErrorKind,
+    Action, Event, Machine, Method, Notice, Outcome, PollMachine, PollPolicy, RequestId,
+    RequestInfo, RetryMachine, RetryPolicy, SendId, SendPlan, SplitMix64, TransportErrorKind,
 };
 use polite_testing::{Invariants, Job, PollChecker, Scripted, Simulator, Step, Violation, origin};
 

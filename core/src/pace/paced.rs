@@ -3,15 +3,15 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::event::{Action, Event, SendPlan};
+use crate::input::{Event, Response, RetryClass};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
+use crate::output::{Action, Notice, SendPlan};
 use crate::policy::RetryAfterLimits;
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
 
 use super::{Pace, after_answer, cool_down_after, observe_rate_limit};
-use crate::outcome::RetryClass;
 
 /// A single machine whose every send passes through a [`Pace`] first
 /// (SPEC §2: retries are requests too).
@@ -154,8 +154,9 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     /// machine's `policy.retry_after`).
     ///
     /// ```
-    /// use polite_core::{Paced, RetryAfterLimits, RetryMachine, RetryPolicy, RequestInfo, RequestId,
-    ///                   Method, Unpaced};
+    /// use polite_core::{Method, Paced, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use polite_core::pace::Unpaced;
+    /// use polite_core::policy::RetryAfterLimits;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -415,10 +416,10 @@ impl<M: Machine, P: Pace> Machine for Paced<M, P> {
     fn deadline(&self) -> Option<Instant> {
         self.inner.deadline()
     }
-    fn take_notice(&mut self) -> Option<crate::Notice> {
+    fn take_notice(&mut self) -> Option<Notice> {
         self.inner.take_notice()
     }
-    fn class_of(&self, response: &crate::event::Response<'_>) -> Option<RetryClass> {
+    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
         self.inner.class_of(response)
     }
 }

@@ -18,7 +18,7 @@ use super::ONE_SECOND;
 /// spelling.
 ///
 /// ```
-/// use polite_core::TerminalStates;
+/// use polite_core::poll::TerminalStates;
 /// let d = TerminalStates::default();
 /// assert!(d.contains("passed") && d.contains("failed") && d.contains("cancelled"));
 /// assert!(d.contains("done") && d.contains("succeeded") && d.contains("error"));
@@ -62,7 +62,7 @@ impl TerminalStates {
     /// one terminal state).
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// assert!(TerminalStates::EMPTY.is_empty());
     /// ```
     pub const EMPTY: TerminalStates = TerminalStates {
@@ -74,7 +74,7 @@ impl TerminalStates {
     /// [`Self::CAPACITY`] distinct names.
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// assert!(TerminalStates::of(&["succeeded", "failed"]).is_some());
     /// assert!(TerminalStates::of(&[""]).is_none());
     /// ```
@@ -89,7 +89,7 @@ impl TerminalStates {
     /// Adding a name already present is a no-op that returns `true`.
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// let mut s = TerminalStates::EMPTY;
     /// assert!(s.insert("done"));
     /// assert!(s.insert("done"));
@@ -116,7 +116,7 @@ impl TerminalStates {
     /// Whether `state` is one of the terminal states.
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// assert!(TerminalStates::default().contains("failed"));
     /// ```
     #[must_use]
@@ -136,7 +136,7 @@ impl TerminalStates {
     /// How many states the set holds.
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// assert_eq!(TerminalStates::default().len(), TerminalStates::DEFAULT_NAMES.len());
     /// ```
     #[must_use]
@@ -147,7 +147,7 @@ impl TerminalStates {
     /// Whether the set is empty.
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// assert!(!TerminalStates::default().is_empty());
     /// ```
     #[must_use]
@@ -158,7 +158,7 @@ impl TerminalStates {
     /// The states, in insertion order.
     ///
     /// ```
-    /// use polite_core::TerminalStates;
+    /// use polite_core::poll::TerminalStates;
     /// let first = TerminalStates::default().iter().next().unwrap();
     /// assert_eq!(first.as_str(), "passed");
     /// ```
@@ -186,7 +186,7 @@ impl std::fmt::Debug for TerminalStates {
     }
 }
 
-/// Everything [`PollMachine`](super::PollMachine) decides by. Plain data: `Copy`, no heap.
+/// Everything [`PollMachine`](crate::PollMachine) decides by. Plain data: `Copy`, no heap.
 ///
 /// Every number of SPEC §3 is a default here:
 ///
@@ -201,7 +201,9 @@ impl std::fmt::Debug for TerminalStates {
 /// | `terminal_states` | `passed`, `failed`, `cancelled`, `done`, `succeeded`, `completed`, `error`, … ([`TerminalStates::DEFAULT_NAMES`]) |
 ///
 /// ```
-/// use polite_core::{Jitter, PollPolicy, TerminalStates};
+/// use polite_core::PollPolicy;
+/// use polite_core::policy::Jitter;
+/// use polite_core::poll::TerminalStates;
 /// use std::time::Duration;
 ///
 /// let mut policy = PollPolicy::default();
@@ -289,7 +291,7 @@ fn in_retry(e: PolicyError) -> PolicyError {
 }
 
 impl PollPolicy {
-    /// Checks that the policy makes sense; [`PollMachine`](super::PollMachine) calls this at
+    /// Checks that the policy makes sense; [`PollMachine`](crate::PollMachine) calls this at
     /// construction.
     ///
     /// Rejected: anything [`RetryPolicy::validate`] rejects in `retry`
@@ -302,7 +304,8 @@ impl PollPolicy {
     /// [`PolicyError::Invalid`] naming the first field at fault.
     ///
     /// ```
-    /// use polite_core::{PolicyError, PollPolicy};
+    /// use polite_core::PollPolicy;
+    /// use polite_core::policy::PolicyError;
     /// use std::time::Duration;
     /// let mut p = PollPolicy::default();
     /// p.max_long_poll = Duration::from_millis(500);
@@ -344,5 +347,102 @@ impl PollPolicy {
             return Err(invalid("terminal_states", "must name at least one state"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_is_valid() {
+        assert_eq!(PollPolicy::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        type Mutate = fn(&mut PollPolicy);
+        let cases: [(Mutate, &str); 15] = [
+            (
+                |p| p.retry.backoff.base = Duration::ZERO,
+                "retry.backoff.base",
+            ),
+            (
+                |p| p.retry.backoff.multiplier = 0,
+                "retry.backoff.multiplier",
+            ),
+            (
+                |p| p.retry.backoff.cap = Duration::from_millis(1),
+                "retry.backoff.cap",
+            ),
+            (
+                |p| p.retry.backoff.jitter = Jitter::Percent(101),
+                "retry.backoff.jitter",
+            ),
+            (
+                |p| p.retry.retry_after.min = Duration::ZERO,
+                "retry.retry_after.min",
+            ),
+            (
+                |p| {
+                    p.retry.retry_after.min = Duration::from_secs(10);
+                    p.retry.retry_after.max = Duration::from_secs(5);
+                },
+                "retry.retry_after.max",
+            ),
+            (
+                |p| p.retry.retry_after.auto_wait_cap = Duration::from_secs(301),
+                "retry.retry_after.auto_wait_cap",
+            ),
+            (
+                |p| {
+                    p.retry.server_error_statuses.insert(429);
+                },
+                "retry.server_error_statuses",
+            ),
+            (|p| p.backoff.base = Duration::ZERO, "backoff.base"),
+            (|p| p.backoff.cap = Duration::from_secs(1), "backoff.cap"),
+            (
+                |p| p.backoff.jitter = Jitter::Percent(200),
+                "backoff.jitter",
+            ),
+            (
+                |p| p.max_long_poll = Duration::from_millis(999),
+                "max_long_poll",
+            ),
+            (|p| p.wait_param = "", "wait_param"),
+            (|p| p.wait_param = "wait seconds", "wait_param"),
+            (
+                |p| p.terminal_states = TerminalStates::EMPTY,
+                "terminal_states",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut p = PollPolicy::default();
+            mutate(&mut p);
+            match p.validate() {
+                Err(PolicyError::Invalid { field: f, .. }) => assert_eq!(f, field),
+                Ok(()) => panic!("{field}: accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_states_bounds() {
+        let mut s = TerminalStates::EMPTY;
+        for i in 0..TerminalStates::CAPACITY {
+            assert!(s.insert(&format!("s{i}")));
+        }
+        assert!(!s.insert("one-too-many"));
+        assert!(s.insert("s3"), "present already");
+        assert_eq!(s.len(), TerminalStates::CAPACITY);
+        assert!(s.contains("s15") && !s.contains("s16") && !s.contains(""));
+        let long = "x".repeat(StateName::CAPACITY);
+        assert!(TerminalStates::of(&[&long]).is_some_and(|t| t.contains(&long)));
+        assert!(TerminalStates::of(&[&"x".repeat(StateName::CAPACITY + 1)]).is_none());
+        assert_eq!(
+            format!("{:?}", TerminalStates::default()),
+            r#"{"passed", "failed", "cancelled", "canceled", "done", "succeeded", "success", "completed", "complete", "finished", "error", "errored", "failure", "aborted"}"#
+        );
     }
 }

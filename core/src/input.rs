@@ -1,10 +1,14 @@
-//! What goes into a machine ([`Event`]) and what comes out ([`Action`]).
+//! What the IO side feeds the machines: an [`Event`] (an answer, a
+//! transport error, time passing, a cancel) and its parts: the
+//! [`Response`] with the few headers the machines read, the [`SendId`] it
+//! answers, why no answer came ([`TransportErrorKind`]), what a job-status
+//! answer says ([`JobReport`]), the raw rate-limit fields
+//! ([`RateLimitFields`]), a caller's [`RetryClass`], and [`Reply`], the
+//! status or error an attempt came back with.
+//!
+//! The bottom layer: it depends on no other module of the crate.
 
-use std::time::{Instant, SystemTime};
-
-use crate::outcome::{Outcome, RetryClass};
-use crate::ratelimit::RateLimitFields;
-use crate::request::RequestId;
+use std::time::SystemTime;
 
 /// Names one send: which item of a batch (0 outside batches) and which
 /// attempt of it (0 for the first send, 1 for the first retry, ...).
@@ -124,16 +128,81 @@ impl std::fmt::Display for TransportErrorKind {
     }
 }
 
+/// The classes of failure that are retried, each with its own budget.
+///
+/// ```
+/// use polite_core::RetryClass;
+/// assert_eq!(RetryClass::ServerError.to_string(), "server error");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RetryClass {
+    /// A rate-limited answer (429 by default).
+    RateLimited,
+    /// A server error (500, 502, 503, 504 by default).
+    ServerError,
+    /// A transport error: refused, reset, DNS, timeout.
+    Transport,
+}
+
+impl RetryClass {
+    /// Index for per-class counters.
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            RetryClass::RateLimited => 0,
+            RetryClass::ServerError => 1,
+            RetryClass::Transport => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for RetryClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RetryClass::RateLimited => "rate limited",
+            RetryClass::ServerError => "server error",
+            RetryClass::Transport => "transport",
+        })
+    }
+}
+
+/// What came back from one attempt: an HTTP status or a transport error.
+///
+/// ```
+/// use polite_core::{Reply, TransportErrorKind};
+/// assert_eq!(Reply::Status(503).to_string(), "HTTP 503");
+/// assert_eq!(Reply::Transport(TransportErrorKind::Reset).to_string(), "transport error: connection reset");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reply {
+    /// An HTTP answer with this status.
+    Status(u16),
+    /// No HTTP answer.
+    Transport(TransportErrorKind),
+}
+
+impl std::fmt::Display for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Status(s) => write!(f, "HTTP {s}"),
+            Reply::Transport(k) => write!(f, "transport error: {k}"),
+        }
+    }
+}
+
 /// What a job-status answer says, as classified by the adapter or caller
 /// (the machines never parse bodies). Used by `PollMachine`; other machines
 /// ignore it.
 ///
 /// ```
-/// use polite_core::JobReport;
+/// use polite_core::poll::JobReport;
 /// let r = JobReport::State("running");
 /// assert_ne!(r, JobReport::LongPollUnsupported);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobReport<'a> {
     /// The job's current state as the server names it (`running`, `passed`...).
     State(&'a str),
@@ -163,7 +232,7 @@ pub enum JobReport<'a> {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Response<'a> {
-    /// The send this answers ([`SendPlan::id`]).
+    /// The send this answers ([`SendPlan::id`](crate::SendPlan::id)).
     pub id: SendId,
     /// The HTTP status.
     pub status: u16,
@@ -377,6 +446,110 @@ impl<'a> Response<'a> {
     }
 }
 
+/// The raw rate-limit header values of one answer, as received (bytes;
+/// they need not be UTF-8). All `None` when the answer has none.
+///
+/// ```
+/// use polite_core::ratelimit::RateLimitFields;
+/// let f = RateLimitFields::EMPTY
+///     .ratelimit(br#""default";r=0;t=5"#)
+///     .ratelimit_policy(br#""default";q=10;w=1"#);
+/// assert!(!f.is_empty());
+/// assert!(RateLimitFields::EMPTY.is_empty());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RateLimitFields<'a> {
+    /// `RateLimit` (IETF draft): the current service limits.
+    pub ratelimit: Option<&'a [u8]>,
+    /// `RateLimit-Policy` (IETF draft): the quota policies.
+    pub ratelimit_policy: Option<&'a [u8]>,
+    /// `X-RateLimit-Limit`.
+    pub x_ratelimit_limit: Option<&'a [u8]>,
+    /// `X-RateLimit-Remaining`.
+    pub x_ratelimit_remaining: Option<&'a [u8]>,
+    /// `X-RateLimit-Reset`.
+    pub x_ratelimit_reset: Option<&'a [u8]>,
+}
+
+impl<'a> RateLimitFields<'a> {
+    /// No field.
+    ///
+    /// ```
+    /// use polite_core::ratelimit::RateLimitFields;
+    /// assert_eq!(RateLimitFields::EMPTY, RateLimitFields::default());
+    /// ```
+    pub const EMPTY: RateLimitFields<'static> = RateLimitFields {
+        ratelimit: None,
+        ratelimit_policy: None,
+        x_ratelimit_limit: None,
+        x_ratelimit_remaining: None,
+        x_ratelimit_reset: None,
+    };
+
+    /// Whether no field is present (then reading costs nothing more).
+    ///
+    /// ```
+    /// use polite_core::ratelimit::RateLimitFields;
+    /// assert!(RateLimitFields::default().is_empty());
+    /// ```
+    #[must_use]
+    #[inline]
+    pub const fn is_empty(&self) -> bool {
+        self.ratelimit.is_none()
+            && self.ratelimit_policy.is_none()
+            && self.x_ratelimit_limit.is_none()
+            && self.x_ratelimit_remaining.is_none()
+            && self.x_ratelimit_reset.is_none()
+    }
+
+    /// Sets the raw `RateLimit` value.
+    ///
+    /// ```
+    /// use polite_core::ratelimit::RateLimitFields;
+    /// let f = RateLimitFields::EMPTY.ratelimit(br#""default";r=50;t=30"#);
+    /// assert_eq!(f.ratelimit, Some(&br#""default";r=50;t=30"#[..]));
+    /// ```
+    #[must_use]
+    pub const fn ratelimit(mut self, value: &'a [u8]) -> Self {
+        self.ratelimit = Some(value);
+        self
+    }
+
+    /// Sets the raw `RateLimit-Policy` value.
+    ///
+    /// ```
+    /// use polite_core::ratelimit::RateLimitFields;
+    /// let f = RateLimitFields::EMPTY.ratelimit_policy(br#""default";q=100;w=10"#);
+    /// assert!(f.ratelimit_policy.is_some());
+    /// ```
+    #[must_use]
+    pub const fn ratelimit_policy(mut self, value: &'a [u8]) -> Self {
+        self.ratelimit_policy = Some(value);
+        self
+    }
+
+    /// Sets the raw `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` values (each optional).
+    ///
+    /// ```
+    /// use polite_core::ratelimit::RateLimitFields;
+    /// let f = RateLimitFields::EMPTY.x_ratelimit(Some(b"60"), Some(b"0"), Some(b"12"));
+    /// assert_eq!(f.x_ratelimit_remaining, Some(&b"0"[..]));
+    /// ```
+    #[must_use]
+    pub const fn x_ratelimit(
+        mut self,
+        limit: Option<&'a [u8]>,
+        remaining: Option<&'a [u8]>,
+        reset: Option<&'a [u8]>,
+    ) -> Self {
+        self.x_ratelimit_limit = limit;
+        self.x_ratelimit_remaining = remaining;
+        self.x_ratelimit_reset = reset;
+        self
+    }
+}
+
 /// Something that happened, observed at the `now` passed with it.
 ///
 /// ```
@@ -396,51 +569,4 @@ pub enum Event<'a> {
     Tick,
     /// The caller cancelled: the next action is `Stop(Cancelled)`.
     Cancel,
-}
-
-/// Everything an adapter needs to perform one send.
-///
-/// ```
-/// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy, Action};
-/// use polite_core::SplitMix64;
-/// use std::time::{Duration, Instant};
-/// let now = Instant::now();
-/// let mut m = RetryMachine::new(
-///     RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
-///     SplitMix64::new(1), now, Duration::from_secs(10)).unwrap();
-/// let Action::Send(plan) = m.poll_action() else { panic!() };
-/// assert_eq!(plan.abort_at, now + Duration::from_secs(12)); // deadline + 2 s cushion
-/// assert_eq!(plan.long_poll, None);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SendPlan {
-    /// Echo this in the answer's [`Response::id`].
-    pub id: SendId,
-    /// The logical request.
-    pub request: RequestId,
-    /// The adapter must abort the attempt at this instant (deadline +
-    /// transport cushion) and report
-    /// [`TransportErrorKind::Aborted`] if it still has the machine's ear.
-    pub abort_at: Instant,
-    /// For long polls: ask the server to hold the request this many seconds.
-    pub long_poll: Option<u32>,
-}
-
-/// What the machine wants done next. Exhaustive on purpose: an adapter
-/// handles every case.
-///
-/// * `Send`: perform this send now (then ask again: several sends may be
-///   wanted at once by a batch).
-/// * `SleepUntil(t)`: nothing to do until `t`, an answer to an in-flight send,
-///   or a cancel; then feed the event back. `t` is never after the deadline.
-/// * `Stop(outcome)`: the machine has ended; every later call repeats it.
-#[must_use]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Send now.
-    Send(SendPlan),
-    /// Wait until this instant (or an answer, or a cancel), then `Tick`.
-    SleepUntil(Instant),
-    /// Ended; sticky.
-    Stop(Outcome),
 }

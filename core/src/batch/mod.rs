@@ -1,5 +1,15 @@
 //! [`BatchMachine`]: many logical requests under one deadline, a
 //! concurrency limit and a [`Pace`](crate::Pace) (SPEC §4).
+//!
+//! Three files: [`policy`] holds what a caller configures
+//! ([`BatchPolicy`]); this one the machine, its inputs and outputs and what
+//! a caller reads of it; [`items`] the bookkeeping of its items (answers,
+//! backoffs, restarts, cancel, the deadline, starving, the next send).
+
+mod items;
+mod policy;
+
+pub use policy::BatchPolicy;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -7,71 +17,17 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::budget::{NoBudget, RetryBudget};
-use crate::event::{Action, Event, Response, SendPlan};
+use crate::decide::deadline_after;
+use crate::input::{Event, RetryClass};
 use crate::machine::Machine;
-use crate::outcome::{Outcome, Reply, RetryClass};
-use crate::pace::{Pace, after_answer, cool_down_after, observe_rate_limit};
-use crate::policy::{PolicyError, RetryPolicy};
+use crate::outcome::Outcome;
+use crate::output::Action;
+use crate::pace::{Pace, cool_down_after, observe_rate_limit};
+use crate::policy::PolicyError;
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
-use crate::retry::{RetryState, deadline_after, later};
-
-/// How a batch runs: the retry rules of each item, how many items may be in
-/// flight at once, and how often the batch itself restarts an item that
-/// ended `RateLimited`.
-///
-/// ```
-/// use polite_core::BatchPolicy;
-/// let p = BatchPolicy::default();
-/// assert_eq!((p.concurrency, p.max_restarts), (4, 2));
-/// assert!(p.validate().is_ok());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchPolicy {
-    /// The retry rules of every item (SPEC §2), applied per item.
-    pub retry: RetryPolicy,
-    /// At most this many sends in flight at once. Default 4.
-    pub concurrency: u32,
-    /// At most this many batch-level restarts per item after it ended
-    /// `RateLimited` (its 429 budget spent, or the server asked for longer
-    /// than the automatic wait cap). Default 2; 0 turns restarts off.
-    pub max_restarts: u32,
-}
-
-impl Default for BatchPolicy {
-    fn default() -> Self {
-        BatchPolicy {
-            retry: RetryPolicy::default(),
-            concurrency: 4,
-            max_restarts: 2,
-        }
-    }
-}
-
-impl BatchPolicy {
-    /// Checks the policy; [`BatchMachine`] constructors call this.
-    ///
-    /// # Errors
-    ///
-    /// [`PolicyError::Invalid`] naming the field: `concurrency` (zero), or a
-    /// field of `retry` (see [`RetryPolicy::validate`]).
-    ///
-    /// ```
-    /// use polite_core::{BatchPolicy, PolicyError};
-    /// let p = BatchPolicy { concurrency: 0, ..BatchPolicy::default() };
-    /// assert!(matches!(p.validate(), Err(PolicyError::Invalid { field: "concurrency", .. })));
-    /// ```
-    pub const fn validate(&self) -> Result<(), PolicyError> {
-        if self.concurrency == 0 {
-            return Err(PolicyError::Invalid {
-                field: "concurrency",
-                reason: "must be at least 1",
-            });
-        }
-        self.retry.validate()
-    }
-}
+use crate::retry::RetryState;
 
 /// What the batch waits for on an item's behalf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,7 +220,9 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     /// when there are more than `u32::MAX` of them.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -299,7 +257,9 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     /// As [`new`](Self::new).
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -419,7 +379,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
-    ///                   RequestInfo, Response, RetryBucket, RetryCosts, Unpaced};
+    ///                   RequestInfo, Response};
+    /// use polite_core::budget::{RetryBucket, RetryCosts};
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant, UNIX_EPOCH};
     /// let t0 = Instant::now();
@@ -491,7 +453,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The retry budget.
     ///
     /// ```
-    /// use polite_core::{BatchMachine, BatchPolicy, Method, NoBudget, RequestId, RequestInfo, Unpaced};
+    /// use polite_core::{BatchMachine, BatchPolicy, Method, RequestId, RequestInfo};
+    /// use polite_core::budget::NoBudget;
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
@@ -530,7 +494,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// starts a shared cool-down on the pace.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -570,281 +536,13 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         }
     }
 
-    /// An answer (or transport error) for item `k`; the pace hears how the
-    /// attempt was classed (`after_answer`).
-    fn answer(&mut self, k: u32, event: Event<'_>, response: Option<&Response<'_>>) {
-        let i = k as usize;
-        if i < self.base as usize || i >= self.len32() as usize || self.at(i).done.is_some() {
-            return;
-        }
-        let base = self.base as usize;
-        let item = &mut self.items[i - base];
-        let was_in_flight = item.state.in_flight();
-        item.state.handle(
-            &self.policy.retry,
-            &mut self.rng,
-            &mut self.budget,
-            self.now,
-            event,
-        );
-        let record = item.state.take_record();
-        if was_in_flight && !item.state.in_flight() {
-            self.in_flight -= 1;
-        }
-        if let Some(r) = record {
-            let sent_at = self.at(i).sent_at;
-            after_answer(
-                &mut self.pace,
-                &self.policy.retry.retry_after,
-                sent_at,
-                self.now,
-                response,
-                &r,
-            );
-            // A cool-down or a slower rate refuses later than cached.
-            self.refused_until = None;
-            self.record = Some(r);
-        }
-        if let Some(o) = self.at_mut(i).state.outcome() {
-            self.item_ended(k, o);
-        } else if let Some(at) = self.at_mut(i).state.wake_at() {
-            // Backing off until `at` (before the deadline, by `judge`), or
-            // waiting out a budget refusal before ending.
-            self.at_mut(i).wait = Wait::Retry(at);
-            self.wake_at(at);
-        }
-    }
-
-    fn wake_at(&mut self, at: Instant) {
-        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
-    }
-
-    /// Item `k`'s state ended with `o`: restart it (a `RateLimited` within
-    /// the restart rules) or record its outcome.
-    fn item_ended(&mut self, k: u32, o: Outcome) {
-        let i = k as usize;
-        if let Outcome::RateLimited { retry_at } = o
-            && self.at_mut(i).restarts < self.policy.max_restarts
-            && !self.cancelled
-        {
-            let at = retry_at.or_else(|| later(self.now, self.policy.retry.backoff.cap));
-            if let Some(at) = at
-                && at < self.deadline
-                && at.saturating_duration_since(self.now) <= self.policy.retry.retry_after.max
-                && let Some(cost) = self
-                    .budget
-                    .withdraw(RetryClass::RateLimited, Reply::Status(429))
-            {
-                // A restart is a retry of the same logical request.
-                self.at_mut(i).state.spent.note_cost(cost);
-                self.at_mut(i).restarts += 1;
-                self.at_mut(i).wait = Wait::Restart { at, ended: o };
-                self.wake_at(at);
-                return;
-            }
-        }
-        self.end(i, o);
-    }
-
-    /// Records item `i`'s one outcome.
-    fn end(&mut self, i: usize, o: Outcome) {
-        let item = self.at_mut(i);
-        item.wait = Wait::Nothing;
-        if item.done.is_some() {
-            return;
-        }
-        item.done = Some(o);
-        self.ended += 1;
-        match o {
-            Outcome::TimedOut { .. } => self.timed_out = true,
-            // The batch says what starved its first starved item.
-            Outcome::Starved { .. } if self.starved.is_none_or(|(k, _)| i < k as usize) => {
-                self.starved = Some((i as u32, o));
-            }
-            o if o.is_success() => self.succeeded += 1,
-            _ => {}
-        }
-        if self.streaming {
-            self.ended_out.push_back((i as u32, o));
-            // Release the ended items at the front: memory follows the
-            // items in progress, not the batch's size.
-            while self.items.front().is_some_and(|it| it.done.is_some()) && self.base < self.fresh {
-                self.items.pop_front();
-                self.base += 1;
-            }
-        } else if let Some(slot) = self.outcomes.get_mut(i) {
-            *slot = Some(o);
-        }
-    }
-
-    /// A Tick: items whose backoff or restart is due become ready.
-    fn wake_due(&mut self) {
-        let now = self.now;
-        if self.next_wake.is_none_or(|w| w > now) {
-            return;
-        }
-        let mut next: Option<Instant> = None;
-        for k in self.base..self.fresh {
-            if k < self.base {
-                continue; // released by an end earlier in this loop
-            }
-            let i = k as usize;
-            let base = self.base as usize;
-            match self.at(i).wait {
-                Wait::Nothing => {}
-                Wait::Retry(at) if at <= now => {
-                    let item = &mut self.items[i - base];
-                    item.wait = Wait::Nothing;
-                    item.state.handle(
-                        &self.policy.retry,
-                        &mut self.rng,
-                        &mut self.budget,
-                        now,
-                        Event::Tick,
-                    );
-                    if item.state.wants_send() {
-                        self.ready.push_back(k);
-                    } else if let Some(o) = item.state.outcome() {
-                        self.item_ended(k, o);
-                    }
-                }
-                Wait::Restart { at, .. } if at <= now => {
-                    let item = &mut self.items[i - base];
-                    let old = &item.state;
-                    let mut state =
-                        RetryState::new(&self.policy.retry, old.request, k, now, self.deadline);
-                    // The same logical request: budgets and attempt numbers
-                    // carry over.
-                    state.sent = old.sent;
-                    state.spent = old.spent;
-                    item.state = state;
-                    item.wait = Wait::Nothing;
-                    self.ready.push_back(k);
-                }
-                Wait::Retry(at) | Wait::Restart { at, .. } => {
-                    next = Some(next.map_or(at, |w| w.min(at)));
-                }
-            }
-        }
-        self.next_wake = next;
-    }
-
-    fn cancel(&mut self) {
-        self.cancelled = true;
-        self.closed = true;
-        for i in self.base as usize..self.len32() as usize {
-            if i >= self.base as usize && self.at(i).done.is_none() {
-                let base = self.base as usize;
-                self.items[i - base].state.handle(
-                    &self.policy.retry,
-                    &mut self.rng,
-                    &mut self.budget,
-                    self.now,
-                    Event::Cancel,
-                );
-                self.end(i, Outcome::Cancelled);
-            }
-        }
-        self.settle();
-    }
-
-    /// The deadline has come: every item not yet ended ends now.
-    fn expire(&mut self) {
-        if self.ended == self.len32() && self.closed {
-            return;
-        }
-        self.closed = true;
-        for i in self.base as usize..self.len32() as usize {
-            if i >= self.base as usize && self.at(i).done.is_none() {
-                let o = match self.at(i).wait {
-                    // Its restart never happened: it stays what it was.
-                    Wait::Restart { ended, .. } => ended,
-                    _ => Outcome::TimedOut { needed: None },
-                };
-                self.end(i, o);
-            }
-        }
-        self.settle();
-    }
-
-    /// Every item has ended: nothing in flight, ready or waiting.
-    fn settle(&mut self) {
-        self.in_flight = 0;
-        self.ready.clear();
-        self.fresh = self.len32();
-        self.next_wake = None;
-    }
-
-    /// The pace cannot grant a send before `needed`, at or after the
-    /// deadline: every item waiting to send stops now (SPEC §1).
-    fn starve(&mut self, needed: Instant) {
-        let o = Outcome::Starved {
-            until: needed,
-            by: self.pace.refusal(),
-        };
-        while let Some(k) = self.ready.pop_front() {
-            self.end(k as usize, o);
-        }
-        for i in self.fresh as usize..self.len32() as usize {
-            self.end(i, o);
-        }
-        self.fresh = self.len32();
-        // Every later item would starve the same way: take no more.
-        self.closed = true;
-    }
-
-    fn has_ready(&self) -> bool {
-        !self.ready.is_empty() || self.fresh < self.len32()
-    }
-
-    /// Takes the next ready item (restarts and retries before fresh items)
-    /// and returns its send.
-    fn send_next(&mut self) -> Option<SendPlan> {
-        let k = match self.ready.pop_front() {
-            Some(k) if k < self.base || self.at(k as usize).done.is_some() => return None,
-            Some(k) => k,
-            None if self.fresh < self.len32() => {
-                self.fresh += 1;
-                self.fresh - 1
-            }
-            None => return None,
-        };
-        match self.at_mut(k as usize).state.poll_action() {
-            Action::Send(plan) => {
-                self.in_flight += 1;
-                self.at_mut(k as usize).sent_at = self.now;
-                Some(plan)
-            }
-            Action::Stop(o) => {
-                self.item_ended(k, o);
-                None
-            }
-            // Not reachable: a ready item before the deadline sends.
-            Action::SleepUntil(_) => None,
-        }
-    }
-
-    fn summary(&self) -> Outcome {
-        if self.cancelled {
-            return Outcome::Cancelled;
-        }
-        if self.timed_out {
-            return Outcome::TimedOut { needed: None };
-        }
-        if let Some((_, o)) = self.starved {
-            return o;
-        }
-        Outcome::BatchDone {
-            succeeded: self.succeeded,
-            failed: self.len32() - self.succeeded,
-        }
-    }
-
     /// What to do next. Call after construction and after every `handle`
     /// until it answers `SleepUntil` or `Stop`.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -912,7 +610,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// names the item.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -933,7 +633,8 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     ///
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
-    ///                   RequestInfo, Unpaced};
+    ///                   RequestInfo};
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
@@ -953,7 +654,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The batch's outcome, once it has stopped.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -973,7 +676,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The fixed deadline of the whole batch.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -990,7 +695,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// Sends in flight now.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -1008,7 +715,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The number of items.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -1026,7 +735,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// `BatchDone { succeeded: 0, failed: 0 }`).
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -1044,7 +755,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// `RateLimited` (0 for an unknown item).
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -1061,7 +774,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The request of item `item`.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -1079,7 +794,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The policy.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();
@@ -1096,7 +813,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// The pace.
     ///
     /// ```
-    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, Response, Unpaced};
+    /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    /// #                   RequestInfo, Response};
+    /// # use polite_core::pace::Unpaced;
     /// # use polite_core::SplitMix64;
     /// # use std::time::{Duration, Instant, UNIX_EPOCH};
     /// # let t0 = Instant::now();

@@ -1,0 +1,270 @@
+//! How a [`PollMachine`] takes an answer: what it means (a terminal
+//! state, a pending job, the rejection of the wait parameter, or a failure
+//! for the retry rules of [`crate::decide`]) and when the next poll goes,
+//! up to the one final poll at the last useful instant before the deadline.
+
+use std::time::{Duration, Instant};
+
+use rand_core::Rng;
+
+use crate::backoff;
+use crate::decide::{Spent, Verdict, judge, later, server_instant};
+use crate::input::{JobReport, Reply, Response, SendId};
+use crate::outcome::Outcome;
+use crate::output::Notice;
+use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
+use crate::retry_after;
+
+use super::{Phase, PollMachine, PollMode};
+
+/// The least lead of the final poll before the deadline (see
+/// [`PollMachine`], "the end of the budget").
+const FINAL_LEAD_FLOOR: Duration = Duration::from_millis(10);
+
+impl<R: Rng> PollMachine<R> {
+    pub(super) fn on_reply(
+        &mut self,
+        now: Instant,
+        id: SendId,
+        reply: Reply,
+        response: Option<&Response<'_>>,
+    ) {
+        // Only the answer to the poll in flight counts; anything else is a
+        // late or stray answer and is ignored.
+        if self.phase != Phase::InFlight(id.attempt) || id.item != 0 {
+            return;
+        }
+        let mut record = AttemptRecord {
+            request: self.request.id,
+            id,
+            reply,
+            class: None,
+            retry_after: RetryAfterNote::Absent,
+            next: None,
+            outcome: None,
+        };
+        let stale = match (self.request.generation, response.and_then(|r| r.generation)) {
+            (Some(mine), Some(current)) => mine != current,
+            _ => false,
+        };
+        let outcome = if now >= self.deadline {
+            Some(Outcome::TimedOut { needed: None })
+        } else if stale {
+            Some(Outcome::Stale)
+        } else {
+            self.decide(now, reply, response, &mut record)
+        };
+        if let Some(o) = outcome {
+            record.outcome = Some(o);
+            self.finish(o);
+        }
+        self.record = Some(record);
+    }
+
+    /// What an answer before the deadline means; `Some` ends the wait,
+    /// `None` has set the next phase.
+    #[inline]
+    fn decide(
+        &mut self,
+        now: Instant,
+        reply: Reply,
+        response: Option<&Response<'_>>,
+        record: &mut AttemptRecord,
+    ) -> Option<Outcome> {
+        let job = response.and_then(|r| r.job);
+        match (reply, job) {
+            (Reply::Status(status), Some(JobReport::LongPollUnsupported)) => {
+                if !(self.mode == PollMode::LongPoll && self.long_in_flight.is_some()) {
+                    // Rejected a parameter it was not sent: do not go round.
+                    return Some(Outcome::NotRetryable { status });
+                }
+                self.spent = Spent::default();
+                // The rejection is an answer the machine acts on: its
+                // Retry-After counts (SPEC §2.1).
+                let server = self.server_delay(response, record);
+                if let Some(o) = self.over_cap(now, server) {
+                    return Some(o);
+                }
+                self.mode = PollMode::Backoff;
+                self.notice = Some(Notice::LongPollUnsupported);
+                self.plan_next(now, Duration::ZERO, server, record)
+            }
+            (Reply::Status(status @ 100..=399), job) => match job {
+                Some(JobReport::State(name)) => match self.policy.terminal_states.find(name) {
+                    Some(state) => Some(Outcome::Terminal { state }),
+                    None => self.pending(now, response, record),
+                },
+                _ => Some(Outcome::NotRetryable { status }),
+            },
+            (Reply::Status(status @ (0..=99 | 600..)), _) => Some(Outcome::NotRetryable { status }),
+            _ => {
+                let j = judge(
+                    &self.policy.retry,
+                    &mut self.spent,
+                    self.request.is_replayable(),
+                    now,
+                    self.deadline,
+                    reply,
+                    response,
+                    &mut self.rng,
+                );
+                record.class = j.class;
+                record.retry_after = j.note;
+                match j.verdict {
+                    Verdict::Retry(plan) => {
+                        record.next = Some(plan);
+                        self.phase = Phase::Waiting(plan.send_at);
+                        None
+                    }
+                    Verdict::Stop(o) => Some(o),
+                }
+            }
+        }
+    }
+
+    /// What the answer's `Retry-After` asks (noted in the record), if it is
+    /// valid.
+    #[inline]
+    fn server_delay(
+        &self,
+        response: Option<&Response<'_>>,
+        record: &mut AttemptRecord,
+    ) -> Option<Duration> {
+        let r = response?;
+        let value = r.retry_after?;
+        match retry_after::server_delay(value, r.date, r.wall_clock) {
+            Ok(d) => {
+                record.retry_after = RetryAfterNote::Valid(d);
+                Some(d)
+            }
+            Err(e) => {
+                record.retry_after = RetryAfterNote::Rejected(e);
+                None
+            }
+        }
+    }
+
+    /// A server delay over the automatic wait cap ends the wait
+    /// `RateLimited`: never truncated, never polled early.
+    #[inline]
+    fn over_cap(&self, now: Instant, server: Option<Duration>) -> Option<Outcome> {
+        let limits = self.policy.retry.retry_after;
+        let d = server.filter(|d| *d > limits.auto_wait_cap)?;
+        Some(Outcome::RateLimited {
+            retry_at: Some(server_instant(now, d.max(limits.min))),
+        })
+    }
+
+    /// A pending answer: plan the next poll.
+    #[inline]
+    fn pending(
+        &mut self,
+        now: Instant,
+        response: Option<&Response<'_>>,
+        record: &mut AttemptRecord,
+    ) -> Option<Outcome> {
+        self.spent = Spent::default();
+        let server = self.server_delay(response, record);
+        if let Some(o) = self.over_cap(now, server) {
+            return Some(o);
+        }
+        let schedule = match self.mode {
+            PollMode::LongPoll => later(self.last_send_at, self.policy.min_long_poll_interval)
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now)),
+            PollMode::Backoff => {
+                let b = &self.policy.backoff;
+                let mut d = backoff::exponential(b, self.scheduled);
+                if backoff::draws(b.jitter) {
+                    d = backoff::jitter(d, b.jitter, self.rng.next_u64());
+                }
+                self.scheduled = self.scheduled.saturating_add(1);
+                d
+            }
+        };
+        self.plan_next(now, schedule, server, record)
+    }
+
+    /// The latency the answer at `now` shows: its round trip, less the wait
+    /// a long poll asked for when the server held it that long (a long poll
+    /// that came back sooner counts whole: the split is unknown, and more is
+    /// the careful guess).
+    #[inline]
+    fn latency(&self, now: Instant) -> Duration {
+        let rtt = now.saturating_duration_since(self.last_send_at);
+        let held = self
+            .long_in_flight
+            .map_or(Duration::ZERO, |n| Duration::from_secs(u64::from(n)));
+        if rtt >= held { rtt - held } else { rtt }
+    }
+
+    /// Plans the next poll after a proper answer (pending, or the rejection
+    /// of the wait parameter) at `now`: at `max(schedule, server delay)`,
+    /// unless that poll could no longer be answered inside the deadline; then
+    /// the one final poll is pulled in to the last useful instant, or the
+    /// wait ends `TimedOut`. `Some` ends the wait.
+    #[inline]
+    fn plan_next(
+        &mut self,
+        now: Instant,
+        schedule: Duration,
+        server: Option<Duration>,
+        record: &mut AttemptRecord,
+    ) -> Option<Outcome> {
+        let min = self.policy.retry.retry_after.min;
+        let mut delay = schedule;
+        let mut source = DelaySource::Schedule;
+        if let Some(d) = server {
+            // Within the cap (checked before), so clamping only raises it.
+            let clamped = d.max(min);
+            if clamped > delay {
+                delay = clamped;
+                source = if clamped > d {
+                    DelaySource::Clamp
+                } else {
+                    DelaySource::RetryAfter
+                };
+            }
+        }
+        let due = later(now, delay);
+        let server_at = server.map(|d| server_instant(now, d.max(min)));
+        // The latency: a poll sent at `t` is expected back at `t + rtt`. The
+        // last useful instant leaves twice that.
+        let rtt = self.latency(now);
+        let lead = rtt.saturating_mul(2).max(FINAL_LEAD_FLOOR);
+        let last_useful = self.deadline.checked_sub(lead);
+        let send_at = match (due, last_useful) {
+            (Some(due), Some(last)) if due <= last => due,
+            _ => {
+                // The schedule's poll would come back too late: poll at the
+                // last useful instant instead (never before the server's
+                // time), once per wait, if that poll can still be answered
+                // inside the deadline.
+                let at = [Some(now), server_at, last_useful]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .unwrap_or(now);
+                let early = due.is_none_or(|due| at < due);
+                let in_time = at.checked_add(rtt).is_some_and(|t| t < self.deadline);
+                if !in_time || (early && self.pulled_in) {
+                    return Some(Outcome::TimedOut {
+                        needed: due.filter(|_| !delay.is_zero()),
+                    });
+                }
+                self.pulled_in |= early;
+                at
+            }
+        };
+        record.next = Some(PlannedDelay {
+            delay: send_at.saturating_duration_since(now),
+            source,
+            send_at,
+        });
+        self.phase = if send_at <= now {
+            Phase::Ready
+        } else {
+            Phase::Waiting(send_at)
+        };
+        None
+    }
+}
