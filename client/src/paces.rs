@@ -113,7 +113,8 @@ struct Entry {
 ///
 /// ```
 /// use polite_client::ClientBudget;
-/// use polite_core::{Reply, RetryBucket, RetryBudget, RetryClass, RetryCosts};
+/// use polite_core::budget::{RetryBucket, RetryBudget, RetryCosts};
+/// use polite_core::{Reply, RetryClass};
 /// let mut none = ClientBudget::default();
 /// assert_eq!(none.withdraw(RetryClass::ServerError, Reply::Status(503)), Some(0));
 /// let mut tiny = ClientBudget::new(Some(RetryBucket::new(14, RetryCosts::default())));

@@ -419,3 +419,30 @@ fn a_cancelled_streaming_batch_hands_out_what_it_started_and_reads_no_more() {
     );
     assert_eq!(stream.end(), Some(Outcome::Cancelled));
 }
+
+#[test]
+fn a_success_the_classifier_calls_busy_is_retried() {
+    // This API answers 200 {"busy":true} when it wants you to come back.
+    let busy = Classifier::new(|a: &HttpAnswer| {
+        (a.0.status() == 200 && a.0.body().starts_with(br#"{"busy":true"#))
+            .then_some(RetryClass::ServerError)
+    });
+    let script = Script::of(&[
+        (200, &[], r#"{"busy":true}"#),
+        (200, &[("retry-after", "3")], r#"{"busy":true}"#),
+        (200, &[], r#"{"id":1}"#),
+    ]);
+    let config = Config {
+        classify: Some(busy),
+        ..quiet()
+    };
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), config).unwrap();
+    let resp = client.send(get("/a")).unwrap();
+    assert_eq!(resp.body().as_ref(), br#"{"id":1}"#);
+    let sent = script.sent();
+    assert_eq!(sent.len(), 3);
+    assert!(
+        sent[2].0 - sent[1].0 >= Duration::from_secs(3),
+        "its Retry-After honoured"
+    );
+}

@@ -21,6 +21,13 @@ use crate::ratelimit;
 use crate::record::{DelaySource, PlannedDelay, RetryAfterNote};
 use crate::retry_after;
 
+/// Whether the caller classed a success (2xx, 3xx) as a failure: then it
+/// is retried by that class, like a 5xx ([`RetryPolicy::class_of_response`]).
+#[inline]
+pub(crate) fn classified(response: Option<&Response<'_>>) -> bool {
+    response.is_some_and(|r| r.retry_class.is_some() && (200..=399).contains(&r.status))
+}
+
 /// `now + d`, or `None` when the instant is not representable.
 #[inline]
 pub(crate) fn later(now: Instant, d: Duration) -> Option<Instant> {

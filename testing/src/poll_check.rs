@@ -285,6 +285,9 @@ impl PollChecker {
             Some(NotBefore::At(t)) => Expect::Stop(Outcome::RateLimited { retry_at: Some(t) }),
             _ => Expect::RateLimitedAfter(now.checked_add(limits.auto_wait_cap).unwrap_or(now)),
         };
+        // A success the caller classes as a failure is retried by class,
+        // as the machines do (RetryPolicy::class_of_response).
+        let classified = r.retry_class.is_some() && (200..=399).contains(&r.status);
         match (r.status, r.job) {
             (status, Some(JobReport::LongPollUnsupported)) => {
                 if plan.long_poll.is_some() {
@@ -299,7 +302,7 @@ impl PollChecker {
                     self.expect(Expect::Stop(Outcome::NotRetryable { status }));
                 }
             }
-            (100..=399, Some(JobReport::State(s))) => {
+            (100..=399, Some(JobReport::State(s))) if !classified => {
                 let terminal = self.policy.terminal_states.iter().find(|t| t.as_str() == s);
                 if let Some(state) = terminal {
                     return self.expect(Expect::Stop(Outcome::Terminal { state }));
@@ -325,7 +328,7 @@ impl PollChecker {
                     now.checked_add(least)
                 };
             }
-            (status @ 100..=399, None) | (status @ (0..=99 | 600..), _) => {
+            (status @ 100..=399, None) | (status @ (0..=99 | 600..), _) if !classified => {
                 self.expect(Expect::Stop(Outcome::NotRetryable { status }));
             }
             (status, _) => match self.policy.retry.class_of_response(r) {

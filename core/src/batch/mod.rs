@@ -332,7 +332,8 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
     /// [`PolicyError::Invalid`] for a policy that makes no sense.
     ///
     /// ```
-    /// use polite_core::{Action, BatchMachine, BatchPolicy, Machine, Method, RequestId, RequestInfo, Unpaced};
+    /// use polite_core::{Action, BatchMachine, BatchPolicy, Machine, Method, RequestId, RequestInfo};
+    /// use polite_core::pace::Unpaced;
     /// use polite_core::SplitMix64;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();

@@ -207,9 +207,11 @@ impl RetryPolicy {
     }
 
     /// The retry class of an answer: the caller's classification
-    /// ([`Response::retry_class`](crate::Response::retry_class)) for a status
-    /// in `400..=599` when it gave one, else [`class_of`](Self::class_of)
-    /// its status. The machines and the test checkers all decide by this.
+    /// ([`Response::retry_class`](crate::Response::retry_class)) for a
+    /// final status (`200..=599`) when it gave one — so a 200 whose body
+    /// says "busy" is retried as the class the caller names — else
+    /// [`class_of`](Self::class_of) its status. The machines and the test
+    /// checkers all decide by this.
     ///
     /// ```
     /// use polite_core::{Response, RetryClass, RetryPolicy, SendId};
@@ -219,15 +221,16 @@ impl RetryPolicy {
     /// assert_eq!(p.class_of_response(&throttled), Some(RetryClass::RateLimited));
     /// let plain = Response::new(SendId::default(), 400, UNIX_EPOCH);
     /// assert_eq!(p.class_of_response(&plain), None);
-    /// // A success stays a success, whatever the hint.
-    /// let ok = Response::new(SendId::default(), 200, UNIX_EPOCH).retry_class(RetryClass::ServerError);
-    /// assert_eq!(p.class_of_response(&ok), None);
+    /// // A success the caller calls a failure is retried as one.
+    /// let busy = Response::new(SendId::default(), 200, UNIX_EPOCH).retry_class(RetryClass::ServerError);
+    /// assert_eq!(p.class_of_response(&busy), Some(RetryClass::ServerError));
+    /// assert_eq!(p.class_of_response(&Response::new(SendId::default(), 200, UNIX_EPOCH)), None);
     /// ```
     #[must_use]
     #[inline]
     pub const fn class_of_response(&self, response: &Response<'_>) -> Option<RetryClass> {
         match response.retry_class {
-            Some(c) if response.status >= 400 && response.status <= 599 => Some(c),
+            Some(c) if response.status >= 200 && response.status <= 599 => Some(c),
             _ => self.class_of(response.status),
         }
     }

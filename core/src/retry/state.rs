@@ -7,7 +7,7 @@ use std::time::Instant;
 use rand_core::Rng;
 
 use crate::budget::RetryBudget;
-use crate::decide::{Spent, Verdict, judge_with, later};
+use crate::decide::{Spent, Verdict, classified, judge_with, later};
 use crate::input::{Event, Reply, Response, RetryClass, SendId};
 use crate::outcome::Outcome;
 use crate::output::{Action, SendPlan};
@@ -176,7 +176,7 @@ impl RetryState {
             Some(Outcome::Stale)
         } else {
             match reply {
-                Reply::Status(s @ 100..=399) => {
+                Reply::Status(s @ 100..=399) if !classified(response) => {
                     budget.deposit(self.spent.last_cost());
                     Some(Outcome::Succeeded { status: s })
                 }

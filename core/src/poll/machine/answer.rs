@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rand_core::Rng;
 
 use crate::backoff;
-use crate::decide::{Spent, Verdict, judge, later, server_instant};
+use crate::decide::{Spent, Verdict, classified, judge, later, server_instant};
 use crate::input::{JobReport, Reply, Response, SendId};
 use crate::outcome::Outcome;
 use crate::output::Notice;
@@ -89,7 +89,7 @@ impl<R: Rng> PollMachine<R> {
                 self.notice = Some(Notice::LongPollUnsupported);
                 self.plan_next(now, Duration::ZERO, server, record)
             }
-            (Reply::Status(status @ 100..=399), job) => match job {
+            (Reply::Status(status @ 100..=399), job) if !classified(response) => match job {
                 Some(JobReport::State(name)) => match self.policy.terminal_states.find(name) {
                     Some(state) => Some(Outcome::Terminal { state }),
                     None => self.pending(now, response, record),
