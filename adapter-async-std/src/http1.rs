@@ -114,7 +114,7 @@ pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 /// the [`TransportError`]'s `source()`.
 ///
 /// ```
-/// use polite_async_std::Http1Transport;
+/// use polite_async_io::Http1Transport;
 /// use std::time::Duration;
 /// let t = Http1Transport::new()
 ///     .max_body(1 << 20)
@@ -123,7 +123,7 @@ pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 /// assert_eq!(t.body_limit(), 1 << 20);
 /// assert_eq!(t.idle_timeout(), Duration::from_secs(10));
 /// assert_eq!(t.max_idle_per_host(), 4);
-/// assert_eq!(Http1Transport::default().body_limit(), polite_async_std::DEFAULT_MAX_BODY);
+/// assert_eq!(Http1Transport::default().body_limit(), polite_async_io::DEFAULT_MAX_BODY);
 /// ```
 #[derive(Clone)]
 pub struct Http1Transport {
@@ -166,7 +166,7 @@ impl Http1Transport {
     /// A transport with the default body limit, pool and TLS roots.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new();
+    /// let t = polite_async_io::Http1Transport::new();
     /// assert_eq!(t.body_limit(), 16 << 20);
     /// assert_eq!(t.idle_timeout(), std::time::Duration::from_secs(30));
     /// assert_eq!(t.max_idle_per_host(), 32);
@@ -187,10 +187,10 @@ impl Http1Transport {
     /// `tls`): a private CA's roots, client certificates, your own
     /// verifier. Its ALPN is set to `http/1.1` (the one protocol spoken
     /// here); everything else is used as given. `rustls` is re-exported as
-    /// [`polite_async_std::rustls`](crate::rustls).
+    /// [`polite_async_io::rustls`](crate::rustls).
     ///
     /// ```
-    /// use polite_async_std::{Http1Transport, rustls};
+    /// use polite_async_io::{Http1Transport, rustls};
     /// use std::sync::Arc;
     ///
     /// let mut roots = rustls::RootCertStore::empty();
@@ -201,7 +201,7 @@ impl Http1Transport {
     ///     .with_root_certificates(roots)
     ///     .with_no_client_auth();
     /// let transport = Http1Transport::with_tls(Arc::new(config));
-    /// let client = polite_async_std::Client::with_transport(transport, polite_async_std::Config::default())?;
+    /// let client = polite_async_io::Client::with_transport(transport, polite_async_io::Config::default())?;
     /// # drop(client);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -218,7 +218,7 @@ impl Http1Transport {
     /// permanent `BodyTooLarge`.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new().max_body(4096);
+    /// let t = polite_async_io::Http1Transport::new().max_body(4096);
     /// assert_eq!(t.body_limit(), 4096);
     /// ```
     #[must_use]
@@ -234,7 +234,7 @@ impl Http1Transport {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let t = polite_async_std::Http1Transport::new().pool_idle_timeout(Duration::from_secs(5));
+    /// let t = polite_async_io::Http1Transport::new().pool_idle_timeout(Duration::from_secs(5));
     /// assert_eq!(t.idle_timeout(), Duration::from_secs(5));
     /// ```
     #[must_use]
@@ -249,7 +249,7 @@ impl Http1Transport {
     /// keep.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new().pool_max_idle_per_host(0);
+    /// let t = polite_async_io::Http1Transport::new().pool_max_idle_per_host(0);
     /// assert_eq!(t.max_idle_per_host(), 0);
     /// ```
     #[must_use]
@@ -261,7 +261,7 @@ impl Http1Transport {
     /// The body limit.
     ///
     /// ```
-    /// assert_eq!(polite_async_std::Http1Transport::new().body_limit(), 16 << 20);
+    /// assert_eq!(polite_async_io::Http1Transport::new().body_limit(), 16 << 20);
     /// ```
     #[must_use]
     pub fn body_limit(&self) -> usize {
@@ -271,8 +271,8 @@ impl Http1Transport {
     /// How long an idle connection is kept.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new();
-    /// assert_eq!(t.idle_timeout(), polite_async_std::DEFAULT_IDLE_TIMEOUT);
+    /// let t = polite_async_io::Http1Transport::new();
+    /// assert_eq!(t.idle_timeout(), polite_async_io::DEFAULT_IDLE_TIMEOUT);
     /// ```
     #[must_use]
     pub fn idle_timeout(&self) -> Duration {
@@ -282,8 +282,8 @@ impl Http1Transport {
     /// How many idle connections are kept per origin.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new();
-    /// assert_eq!(t.max_idle_per_host(), polite_async_std::DEFAULT_MAX_IDLE_PER_HOST);
+    /// let t = polite_async_io::Http1Transport::new();
+    /// assert_eq!(t.max_idle_per_host(), polite_async_io::DEFAULT_MAX_IDLE_PER_HOST);
     /// ```
     #[must_use]
     pub fn max_idle_per_host(&self) -> usize {
@@ -294,7 +294,7 @@ impl Http1Transport {
     /// this transport's clones).
     ///
     /// ```
-    /// assert_eq!(polite_async_std::Http1Transport::new().idle_connections(), 0);
+    /// assert_eq!(polite_async_io::Http1Transport::new().idle_connections(), 0);
     /// ```
     #[must_use]
     pub fn idle_connections(&self) -> usize {

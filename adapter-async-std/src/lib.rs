@@ -1,10 +1,18 @@
-//! # polite-async-std
+//! # polite-async-io
 //!
 //! polite on async-io: for **smol**, for **async-std**, and for any executor
 //! whose reactor is `async-io` (`async_io::block_on`,
-//! `futures_lite::future::block_on`, …). The crate's name is historical:
-//! async-std is discontinued upstream in favour of smol, and nothing here
-//! is specific to it — the runtime is [`AsyncIo`]. One logical request
+//! `futures_lite::future::block_on`, …). Nothing here is specific to one
+//! executor: the runtime is [`AsyncIo`].
+//!
+//! *Formerly `polite-async-std`* (renamed before its first release:
+//! async-std is discontinued upstream in favour of smol, and the crate
+//! serves every async-io executor; the source folder is still
+//! `adapter-async-std/`). Replace `polite-async-std` with
+//! `polite-async-io` in `Cargo.toml` and `polite_async_std` with
+//! `polite_async_io` in code; nothing else changed in the rename.
+//!
+//! One logical request
 //! retried by class inside one hard deadline, waits for remote jobs (long
 //! poll first), and paced batches, with a ready pure-Rust HTTP/1.1 and
 //! HTTPS transport that keeps connections alive ([`Http1Transport`],
@@ -37,12 +45,12 @@
 //! use bytes::Bytes;
 //! use polite_lab::{Lab, LabConfig, Step};
 //!
-//! # fn main() -> Result<(), polite_async_std::Error> {
+//! # fn main() -> Result<(), polite_async_io::Error> {
 //! // A loopback server that fails once with 503 (polite retries it).
 //! let lab = Lab::start(LabConfig::default().script("/items/1", vec![Step::without_retry_after(503), Step::Normal])).unwrap();
 //!
 //! async_std::task::block_on(async {
-//!     let client = polite_async_std::Client::new();
+//!     let client = polite_async_io::Client::new();
 //!     let req = http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
 //!     let resp = client.send(req).await?; // retried on 429/5xx/transport, never past 30 s
 //!     assert_eq!(resp.status(), 200);
@@ -59,11 +67,11 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_async_std::{CancelToken, Client, Config, JsonJob, Outcome};
+//! use polite_async_io::{CancelToken, Client, Config, JsonJob, Outcome};
 //! use polite_lab::{JobState, Lab, LabConfig};
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), polite_async_std::Error> {
+//! # fn main() -> Result<(), polite_async_io::Error> {
 //! let lab = Lab::start(LabConfig::default()
 //!     .job("j1", Duration::from_millis(300), JobState::Passed)
 //!     .job("slow", Duration::from_secs(3600), JobState::Passed)).unwrap();
@@ -98,11 +106,11 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use polite_async_std::{Client, Config, Throttle};
+//! use polite_async_io::{Client, Config, Throttle};
 //! use polite_lab::{Lab, LabConfig, LogStats, Quota};
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), polite_async_std::Error> {
+//! # fn main() -> Result<(), polite_async_io::Error> {
 //! // The server allows 5 requests per 200 ms; the client throttles itself to match.
 //! let lab = Lab::start(LabConfig::default().quota(Quota::fixed(5, Duration::from_millis(200)))).unwrap();
 //! let config = Config {
@@ -147,7 +155,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use bytes::Bytes;
-//! use polite_async_std::{Client, Config, Http1Transport, rustls};
+//! use polite_async_io::{Client, Config, Http1Transport, rustls};
 //! use polite_lab::{Lab, LabConfig};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -189,7 +197,7 @@
 //!
 //! ```no_run
 //! use bytes::Bytes;
-//! use polite_async_std::{CancelToken, Client, Outcome, cancel_on_ctrl_c};
+//! use polite_async_io::{CancelToken, Client, Outcome, cancel_on_ctrl_c};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let token = cancel_on_ctrl_c(CancelToken::new())?;

@@ -1,11 +1,11 @@
 //! The lab's adapter conformance suite over `https://`: every scenario
 //! against the lab in TLS mode (a self-signed certificate made at test
-//! time), through `polite_async_std::Client` and its transport trusting
+//! time), through `polite_async_io::Client` and its transport trusting
 //! that certificate, on async-std's executor, on loopback in real time.
 
 mod support;
 
-use polite_async_std::AsyncIo;
+use polite_async_io::AsyncIo;
 use support::TestCert;
 
 fn run(name: &str) {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_async_std::{Client, Config, Http1Transport, Outcome, Transport};
+use polite_async_io::{Client, Config, Http1Transport, Outcome, Transport};
 use polite_core::TransportErrorKind;
 use polite_lab::{Lab, LabConfig};
 

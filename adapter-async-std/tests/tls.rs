@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use polite_async_std::{Client, Config, Http1Transport, Outcome, rustls};
+use polite_async_io::{Client, Config, Http1Transport, Outcome, rustls};
 use polite_core::TransportErrorKind;
 use polite_lab::{Lab, LabConfig, LogStats};
 use support::TestCert;
@@ -30,7 +30,7 @@ fn client(transport: Http1Transport) -> Client {
 /// attempt, one connection at the lab, no request), and the cause named by
 /// the message and kept as the rustls error in the source chain.
 fn check_rejected(
-    err: &polite_async_std::Error,
+    err: &polite_async_io::Error,
     lab: &polite_lab::LabHandle,
     expected: fn(&rustls::CertificateError) -> bool,
 ) {

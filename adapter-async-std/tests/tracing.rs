@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use polite_async_std::{Client, Config, Http1Transport};
+use polite_async_io::{Client, Config, Http1Transport};
 use polite_lab::{Lab, LabConfig, LogStats, Step};
 
 /// A writer that collects everything the tracing subscriber prints.

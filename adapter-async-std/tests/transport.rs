@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_async_std::{Http1Transport, Transport};
+use polite_async_io::{Http1Transport, Transport};
 use polite_core::TransportErrorKind;
 use polite_lab::{Fault, Lab, LabConfig, PathMatch, Step};
 

@@ -1,4 +1,4 @@
-//! HTTPS: polite-async-std's `send` over its own TLS transport versus a
+//! HTTPS: polite-async-io's `send` over its own TLS transport versus a
 //! hand-written smol + futures-rustls client, sequential GETs on loopback
 //! against the lab in TLS mode (a self-signed certificate made at start
 //! with rcgen), interleaved in rounds (each round runs every variant, the
@@ -20,7 +20,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use polite_async_std::{Client, Config, Http1Transport, Transport as _, rustls};
+use polite_async_io::{Client, Config, Http1Transport, Transport as _, rustls};
 use polite_lab::{LabConfig, LabHandle};
 use smol::Async;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
@@ -197,7 +197,7 @@ fn latency(size: Size) -> Table {
     });
     let peer = Dist::of(samples.times[0].iter().copied());
     let mut table = Table::new(
-        "HTTPS GET on loopback: polite-async-std vs a hand-written smol + futures-rustls client (µs per request)",
+        "HTTPS GET on loopback: polite-async-io vs a hand-written smol + futures-rustls client (µs per request)",
         &[
             "variant",
             "n",
@@ -214,8 +214,8 @@ fn latency(size: Size) -> Table {
             0,
             "hand-written smol + futures-rustls (one kept-alive connection)",
         ),
-        (1, "polite-async-std bare `Http1Transport::send` (pooled)"),
-        (2, "polite-async-std `send`"),
+        (1, "polite-async-io bare `Http1Transport::send` (pooled)"),
+        (2, "polite-async-io `send`"),
     ] {
         let d = Dist::of(samples.times[v].iter().copied());
         table.row(vec![
@@ -249,7 +249,7 @@ fn latency(size: Size) -> Table {
 fn connections(size: Size) -> Table {
     let n = size.pick(1000, 20);
     let mut table = Table::new(
-        "Connections opened by polite-async-std (goal: 1 per 1,000 sequential GETs)",
+        "Connections opened by polite-async-io (goal: 1 per 1,000 sequential GETs)",
         &[
             "scheme",
             "work",

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use polite_async_std::{Http1Transport, rustls};
+use polite_async_io::{Http1Transport, rustls};
 use polite_lab::{Lab, LabConfig, LabHandle};
 
 /// A self-signed certificate and its key.
