@@ -4,12 +4,12 @@
 //! refusals; every item ends inside the one deadline. Ctrl-C cancels what
 //! is left.
 //!
-//! `cargo run -p polite-async-std --example batch`
+//! `cargo run -p polite-async-io --example batch`
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_async_std::{CancelToken, Client, Config, cancel_on_ctrl_c};
+use polite_async_io::{CancelToken, Client, Config, cancel_on_ctrl_c};
 use polite_lab::{Lab, LabConfig, LogStats, Quota, RetryAfterStyle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -17,8 +17,8 @@ use polite_client::Clock;
 /// drives its timers from its own fallback thread).
 ///
 /// ```
-/// use polite_async_std::AsyncIoClock;
-/// use polite_async_std::Clock;
+/// use polite_async_io::AsyncIoClock;
+/// use polite_async_io::Clock;
 /// use std::time::Duration;
 ///
 /// let mut clock = AsyncIoClock::new();
@@ -36,7 +36,7 @@ impl AsyncIoClock {
     /// A clock with no timer armed yet.
     ///
     /// ```
-    /// let clock = polite_async_std::AsyncIoClock::new();
+    /// let clock = polite_async_io::AsyncIoClock::new();
     /// # drop(clock);
     /// ```
     #[must_use]

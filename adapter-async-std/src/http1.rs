@@ -1,9 +1,11 @@
-//! [`Http1Transport`]: the ready transport, HTTP/1.1 over
-//! `async_io::Async<TcpStream>` with the protocol done by `ureq-proto`.
+//! [`Http1Transport`]: the ready transport, HTTP/1.1 (and HTTPS, feature
+//! `tls`) over `async_io::Async<TcpStream>` with the protocol done by
+//! `ureq-proto`, and a pool of kept-alive connections.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
 use bytes::Bytes;
@@ -12,57 +14,146 @@ use polite_client::{BoxSending, Transport, TransportError};
 use polite_core::TransportErrorKind;
 use ureq_proto::BodyMode;
 use ureq_proto::client::state::{RecvBody, RecvResponse};
-use ureq_proto::client::{Await100Result, Call, RecvResponseResult, SendRequestResult};
+use ureq_proto::client::{
+    Await100Result, Call, RecvBodyResult, RecvResponseResult, SendRequestResult,
+};
+
+use crate::pool::{Conn, Origin, Pool};
 
 /// How much of a response head (status line and headers) is read at most.
 const MAX_HEAD: usize = 64 << 10;
 /// The size of the read buffer and of the encoding buffer.
 const CHUNK: usize = 16 << 10;
+/// How long an idle pooled connection is kept by default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many idle connections are kept per origin by default.
+pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 
-/// Sends attempts over HTTP/1.1 on async-io sockets: resolves the host (on
-/// the `blocking` thread pool, or not at all for an IP address), connects an
-/// `async_io::Async<TcpStream>`, writes the request and reads the answer
-/// with `ureq-proto` (the sans-IO protocol of ureq 3: content-length and
+/// Sends attempts over HTTP/1.1 on async-io sockets, `http://` and
+/// `https://` (feature `tls`, on by default through `webpki-roots`),
+/// reusing kept-alive connections: resolves the host (on the `blocking`
+/// thread pool, or not at all for an IP address), connects an
+/// `async_io::Async<TcpStream>`, does the TLS handshake with rustls
+/// (`futures-rustls`), writes the request and reads the answer with
+/// `ureq-proto` (the sans-IO protocol of ureq 3: content-length and
 /// chunked bodies, 1xx answers, `Connection` rules), and aborts the whole
 /// attempt at its `abort_at` by racing it against an `async_io::Timer`.
 ///
-/// * **One connection per attempt**, closed when the attempt ends (the
-///   request goes out with `Connection: close` unless it has a `Connection`
-///   header): no pooling yet.
-/// * **`http://` only**: there is no TLS yet. An `https://` URL (or one
-///   without scheme or host) fails the attempt with a permanent
-///   `InvalidRequest` without touching the network.
+/// # TLS
+///
+/// * Roots: by default Mozilla's, compiled in (`webpki-roots`, feature
+///   `webpki-roots`, default), or the operating system's verifier (feature
+///   `platform-verifier`, which wins when both are on). With neither, the
+///   default trusts nothing and every `https://` attempt fails with
+///   `Certificate` until you give a configuration of your own.
+/// * Your own rustls configuration (private CA, client certificates,
+///   pinned roots, …): [`Http1Transport::with_tls`]. The transport only
+///   sets its ALPN to `http/1.1`.
+/// * SNI is the URL's host name (an IP address is checked against the
+///   certificate's IP addresses and not sent, as RFC 6066 says). The crypto
+///   provider is rustls' `ring` (a C compiler is all it needs to build).
+/// * A rejected certificate — unknown issuer, expired, another host's name,
+///   none at all — is the permanent `Certificate` (never retried, whatever
+///   the request); the rustls error is its `source()`. Any other TLS
+///   failure is `Tls` (retried as a transport error: it may be a blip).
+///
+/// # The connection pool
+///
+/// Requests are sent with HTTP/1.1's default keep-alive (no `Connection`
+/// header is added), and a connection goes back to the pool of its origin
+/// (scheme, host, port) only when its answer was read to its exact end:
+///
+/// * never after an error, an abort, or a body over the limit (the rest is
+///   never read), nor when the server said `Connection: close`, answered
+///   HTTP/1.0 without keep-alive, ended the body by closing, or sent bytes
+///   past the answer; nor when the request itself said `Connection: close`;
+/// * an idle connection is closed after [`pool_idle_timeout`](Self::pool_idle_timeout)
+///   (30 s by default), and at most [`pool_max_idle_per_host`](Self::pool_max_idle_per_host)
+///   (32 by default) are kept per origin, the oldest closed first; 0 turns
+///   pooling off (one connection per attempt);
+/// * an idle connection is taken most recently used first, and checked
+///   once without blocking before use: one the server has closed (or sent
+///   anything to, unasked) is dropped;
+/// * clones of a transport share its pool (a [`Client`](crate::Client)
+///   holds one transport: its calls and batches share connections).
+///
+/// A server may close an idle connection just as a request goes out on it.
+/// When a request sent on a **reused** connection gets nothing back — the
+/// connection is closed or reset before the first byte of an answer — the
+/// transport sends it once more, on a fresh connection, **only if the
+/// request is replayable** (GET, HEAD, PUT, DELETE, OPTIONS, TRACE, or any
+/// request with an `Idempotency-Key`: [`polite_client::request_info`]'s
+/// rule); otherwise the error is handed back as `Reset`, and the retry
+/// machine, which knows the request may not be re-sent, does not resend
+/// it. This is the only send the machines do not count (one per attempt
+/// at most, and only after a reused connection died unanswered).
+///
+/// # Everything else
+///
 /// * The transport follows no redirect: a 3xx is handed back, and polite
 ///   follows it by the client's [`RedirectPolicy`](polite_client::RedirectPolicy)
-///   (a cross-origin hop drops every header the caller set).
+///   (a cross-origin hop, `https` to `http` included, drops every header
+///   the caller set).
 /// * The body is read whole, up to [`body_limit`](Self::body_limit)
 ///   (16 MiB by default); a larger one (by `Content-Length` or by what
 ///   arrives) ends the attempt at once with a permanent `BodyTooLarge`
 ///   (never an out-of-memory, never retried; the connection is closed, the
 ///   rest never read). The response head is limited to 64 KiB (`Other`).
-/// * The request gets `Host` (from the URL), `Content-Length` (from the
-///   body, when it has one or the method expects one) and
-///   `Connection: close`, each unless it already has one; nothing else is
-///   added.
+/// * The request gets `Host` (from the URL) and `Content-Length` (from the
+///   body, when it has one or the method expects one), each unless it
+///   already has one; nothing else is added.
 ///
 /// Errors map to [`TransportErrorKind`]: connection refused → `Refused`;
 /// reset, aborted, broken pipe, or closed before a complete answer →
 /// `Reset`; name resolution failed or found nothing → `Dns`; an OS timeout
 /// → `Timeout`; the attempt still running at `abort_at` → `Aborted`; a
+/// rejected certificate → `Certificate`; another TLS failure → `Tls`; a
 /// request that cannot be written (unsupported URL, bad header) →
 /// `InvalidRequest`; a body too large → `BodyTooLarge`; anything else (a
-/// malformed answer) → `Other`. The I/O or protocol error is kept as the
-/// [`TransportError`]'s `source()`.
+/// malformed answer) → `Other`. The I/O, TLS or protocol error is kept as
+/// the [`TransportError`]'s `source()`.
 ///
 /// ```
-/// use polite_async_std::Http1Transport;
-/// let t = Http1Transport::new().max_body(1 << 20);
+/// use polite_async_io::Http1Transport;
+/// use std::time::Duration;
+/// let t = Http1Transport::new()
+///     .max_body(1 << 20)
+///     .pool_idle_timeout(Duration::from_secs(10))
+///     .pool_max_idle_per_host(4);
 /// assert_eq!(t.body_limit(), 1 << 20);
-/// assert_eq!(Http1Transport::default().body_limit(), polite_async_std::DEFAULT_MAX_BODY);
+/// assert_eq!(t.idle_timeout(), Duration::from_secs(10));
+/// assert_eq!(t.max_idle_per_host(), 4);
+/// assert_eq!(Http1Transport::default().body_limit(), polite_async_io::DEFAULT_MAX_BODY);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Http1Transport {
     max_body: usize,
+    idle_timeout: Duration,
+    max_idle_per_host: usize,
+    pool: Arc<Pool>,
+    /// The caller's TLS configuration (`None`: the default one).
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Http1Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Http1Transport");
+        d.field("max_body", &self.max_body)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_idle_per_host", &self.max_idle_per_host)
+            .field("idle", &self.idle_connections());
+        #[cfg(feature = "tls")]
+        d.field(
+            "tls",
+            &if self.tls.is_some() {
+                "caller's"
+            } else {
+                "default"
+            },
+        );
+        d.finish()
+    }
 }
 
 impl Default for Http1Transport {
@@ -72,16 +163,54 @@ impl Default for Http1Transport {
 }
 
 impl Http1Transport {
-    /// A transport with the default body limit.
+    /// A transport with the default body limit, pool and TLS roots.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new();
+    /// let t = polite_async_io::Http1Transport::new();
     /// assert_eq!(t.body_limit(), 16 << 20);
+    /// assert_eq!(t.idle_timeout(), std::time::Duration::from_secs(30));
+    /// assert_eq!(t.max_idle_per_host(), 32);
     /// ```
     #[must_use]
     pub fn new() -> Http1Transport {
         Http1Transport {
             max_body: polite_client::DEFAULT_MAX_BODY,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_idle_per_host: DEFAULT_MAX_IDLE_PER_HOST,
+            pool: Arc::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// A transport that verifies servers with your rustls `config` (feature
+    /// `tls`): a private CA's roots, client certificates, your own
+    /// verifier. Its ALPN is set to `http/1.1` (the one protocol spoken
+    /// here); everything else is used as given. `rustls` is re-exported as
+    /// [`polite_async_io::rustls`](crate::rustls).
+    ///
+    /// ```
+    /// use polite_async_io::{Http1Transport, rustls};
+    /// use std::sync::Arc;
+    ///
+    /// let mut roots = rustls::RootCertStore::empty();
+    /// // roots.add(your_ca_certificate_der)?;
+    /// # let _ = &mut roots;
+    /// let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    ///     .with_safe_default_protocol_versions()?
+    ///     .with_root_certificates(roots)
+    ///     .with_no_client_auth();
+    /// let transport = Http1Transport::with_tls(Arc::new(config));
+    /// let client = polite_async_io::Client::with_transport(transport, polite_async_io::Config::default())?;
+    /// # drop(client);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn with_tls(config: Arc<rustls::ClientConfig>) -> Http1Transport {
+        Http1Transport {
+            tls: Some(crate::tls::http1_only(config)),
+            ..Http1Transport::new()
         }
     }
 
@@ -89,7 +218,7 @@ impl Http1Transport {
     /// permanent `BodyTooLarge`.
     ///
     /// ```
-    /// let t = polite_async_std::Http1Transport::new().max_body(4096);
+    /// let t = polite_async_io::Http1Transport::new().max_body(4096);
     /// assert_eq!(t.body_limit(), 4096);
     /// ```
     #[must_use]
@@ -98,14 +227,153 @@ impl Http1Transport {
         self
     }
 
+    /// Sets how long an idle connection is kept for reuse (30 s by
+    /// default; zero turns pooling off). Servers close idle connections
+    /// too (often after 5 to 75 s); a value under the server's makes a
+    /// closed connection at reuse rarer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = polite_async_io::Http1Transport::new().pool_idle_timeout(Duration::from_secs(5));
+    /// assert_eq!(t.idle_timeout(), Duration::from_secs(5));
+    /// ```
+    #[must_use]
+    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Http1Transport {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets how many idle connections are kept per origin (32 by default;
+    /// 0 turns pooling off: one connection per attempt). Keep it at least
+    /// the client's concurrency, or a batch opens connections it cannot
+    /// keep.
+    ///
+    /// ```
+    /// let t = polite_async_io::Http1Transport::new().pool_max_idle_per_host(0);
+    /// assert_eq!(t.max_idle_per_host(), 0);
+    /// ```
+    #[must_use]
+    pub fn pool_max_idle_per_host(mut self, max: usize) -> Http1Transport {
+        self.max_idle_per_host = max;
+        self
+    }
+
     /// The body limit.
     ///
     /// ```
-    /// assert_eq!(polite_async_std::Http1Transport::new().body_limit(), 16 << 20);
+    /// assert_eq!(polite_async_io::Http1Transport::new().body_limit(), 16 << 20);
     /// ```
     #[must_use]
     pub fn body_limit(&self) -> usize {
         self.max_body
+    }
+
+    /// How long an idle connection is kept.
+    ///
+    /// ```
+    /// let t = polite_async_io::Http1Transport::new();
+    /// assert_eq!(t.idle_timeout(), polite_async_io::DEFAULT_IDLE_TIMEOUT);
+    /// ```
+    #[must_use]
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
+    }
+
+    /// How many idle connections are kept per origin.
+    ///
+    /// ```
+    /// let t = polite_async_io::Http1Transport::new();
+    /// assert_eq!(t.max_idle_per_host(), polite_async_io::DEFAULT_MAX_IDLE_PER_HOST);
+    /// ```
+    #[must_use]
+    pub fn max_idle_per_host(&self) -> usize {
+        self.max_idle_per_host
+    }
+
+    /// Idle connections in the pool now, over every origin (shared with
+    /// this transport's clones).
+    ///
+    /// ```
+    /// assert_eq!(polite_async_io::Http1Transport::new().idle_connections(), 0);
+    /// ```
+    #[must_use]
+    pub fn idle_connections(&self) -> usize {
+        self.pool.idle(Instant::now(), self.idle_timeout)
+    }
+
+    /// One attempt: a pooled connection or a fresh one, and the one replay
+    /// on a fresh connection described on the type.
+    async fn attempt(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, TransportError> {
+        let target = Target::of(request.uri())?;
+        let spare = polite_client::request_info(0, &request)
+            .is_replayable()
+            .then(|| polite_client::copy_request(&request));
+        let (wire, call) = encode(request)?;
+        let pooled = self
+            .pool
+            .take(&target.origin, Instant::now(), self.idle_timeout);
+        let reused = pooled.is_some();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => self.connect(&target).await?,
+        };
+        let failure = match exchange(conn, &wire, call, self.max_body).await {
+            Ok(done) => return Ok(self.finish(target.origin, done)),
+            Err(failure) => failure,
+        };
+        match spare {
+            Some(spare) if reused && failure.unanswered => {
+                let (wire, call) = encode(spare)?;
+                let conn = self.connect(&target).await?;
+                match exchange(conn, &wire, call, self.max_body).await {
+                    Ok(done) => Ok(self.finish(target.origin, done)),
+                    Err(failure) => Err(failure.error),
+                }
+            }
+            _ => Err(failure.error),
+        }
+    }
+
+    /// Hands the answer back, and its connection to the pool when it may
+    /// carry another request.
+    fn finish(&self, origin: Origin, (response, keep): Exchanged) -> http::Response<Bytes> {
+        if let Some(conn) = keep {
+            self.pool.put(
+                origin,
+                conn,
+                Instant::now(),
+                self.idle_timeout,
+                self.max_idle_per_host,
+            );
+        }
+        response
+    }
+
+    /// A fresh connection to `target`: resolved, connected, and for
+    /// `https` with its TLS handshake done.
+    async fn connect(&self, target: &Target) -> Result<Conn, TransportError> {
+        let addrs = resolve(&target.origin.host, target.origin.port).await?;
+        let tcp = connect(&addrs).await?;
+        if !target.origin.tls {
+            return Ok(Conn::Plain(tcp));
+        }
+        #[cfg(feature = "tls")]
+        {
+            let config = match &self.tls {
+                Some(config) => Arc::clone(config),
+                None => crate::tls::default_config()?,
+            };
+            crate::tls::handshake(config, &target.origin.host, tcp).await
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            // `Target::of` refuses `https` without TLS.
+            drop(tcp);
+            Err(unsendable())
+        }
     }
 }
 
@@ -113,9 +381,9 @@ impl Transport for Http1Transport {
     type Sending = BoxSending;
 
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
-        let max_body = self.max_body;
+        let this = self.clone();
         Box::pin(futures_lite::future::or(
-            attempt(request, max_body),
+            async move { this.attempt(request).await },
             async move {
                 Timer::at(abort_at).await;
                 Err(TransportErrorKind::Aborted.into())
@@ -124,8 +392,42 @@ impl Transport for Http1Transport {
     }
 }
 
-/// An I/O error as a [`TransportError`], keeping it as the source.
-fn io_error(e: io::Error) -> TransportError {
+/// Where a request goes.
+#[derive(Debug)]
+struct Target {
+    origin: Origin,
+}
+
+impl Target {
+    /// The origin of an absolute `http://` (or, with TLS, `https://`) URL.
+    fn of(uri: &http::Uri) -> Result<Target, TransportError> {
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") if cfg!(feature = "tls") => true,
+            // No TLS built in, another scheme, or a relative URL.
+            _ => return Err(unsendable()),
+        };
+        let host = uri.host().ok_or_else(unsendable)?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host)
+            .to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Target {
+            origin: Origin { tls, host, port },
+        })
+    }
+}
+
+/// An I/O error as a [`TransportError`], keeping it (or the TLS error
+/// inside it) as the source.
+pub(crate) fn io_error(e: io::Error) -> TransportError {
+    #[cfg(feature = "tls")]
+    let e = match crate::tls::from_io(e) {
+        Ok(tls) => return tls,
+        Err(e) => e,
+    };
     TransportError::new(io_kind(&e)).with_source(e)
 }
 
@@ -159,36 +461,13 @@ fn unsendable() -> TransportError {
     TransportError::new(TransportErrorKind::InvalidRequest)
 }
 
-/// One attempt, from name resolution to the last byte of the body.
-async fn attempt(
-    request: http::Request<Bytes>,
-    max_body: usize,
-) -> Result<http::Response<Bytes>, TransportError> {
-    let uri = request.uri();
-    if uri.scheme_str() != Some("http") {
-        // No TLS yet (and a URL without a scheme cannot be sent).
-        return Err(unsendable());
-    }
-    let host = uri.host().ok_or_else(unsendable)?;
-    let port = uri.port_u16().unwrap_or(80);
-    let addrs = resolve(host, port).await?;
-    let (wire, call) = encode(request)?;
-    let mut stream = connect(&addrs).await?;
-    stream.write_all(&wire).await.map_err(io_error)?;
-    stream.flush().await.map_err(io_error)?;
-    receive(&mut Input::new(stream), call, max_body).await
-}
-
-/// The socket addresses of `host:port`; an IP address is used as is.
+/// The socket addresses of `host:port` (`host` without brackets); an IP
+/// address is used as is.
 async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, TransportError> {
-    let bare = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    if let Ok(ip) = bare.parse::<IpAddr>() {
+    if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
-    let name = bare.to_owned();
+    let name = host.to_owned();
     let found = blocking::unblock(move || {
         (name.as_str(), port)
             .to_socket_addrs()
@@ -219,6 +498,48 @@ async fn connect(addrs: &[SocketAddr]) -> Result<Async<TcpStream>, TransportErro
     Err(last)
 }
 
+/// An answer, and its connection when it may carry another request.
+type Exchanged = (http::Response<Bytes>, Option<Conn>);
+
+/// Why an exchange failed, and whether nothing of an answer had come
+/// (the one case a request on a reused connection may be replayed).
+#[derive(Debug)]
+struct Failure {
+    error: TransportError,
+    unanswered: bool,
+}
+
+/// Writes the request on `conn` and reads the answer whole.
+async fn exchange(
+    mut conn: Conn,
+    wire: &[u8],
+    call: Call<RecvResponse>,
+    max_body: usize,
+) -> Result<Exchanged, Failure> {
+    let written = async {
+        conn.write_all(wire).await?;
+        conn.flush().await
+    };
+    if let Err(e) = written.await {
+        return Err(Failure {
+            error: io_error(e),
+            unanswered: true,
+        });
+    }
+    let mut input = Input::new(conn);
+    match receive(&mut input, call, max_body).await {
+        Ok((response, reusable)) => {
+            // Bytes past the answer: the framing is in doubt, never reuse.
+            let keep = (reusable && input.buffered.is_empty()).then_some(input.stream);
+            Ok((response, keep))
+        }
+        Err(error) => Err(Failure {
+            error,
+            unanswered: input.received == 0,
+        }),
+    }
+}
+
 /// The whole request on the wire (head and body, framed), and the call
 /// ready to read the answer.
 fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>), TransportError> {
@@ -227,14 +548,9 @@ fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>)
     let headers = call.headers();
     let framed = headers.contains_key(http::header::CONTENT_LENGTH)
         || headers.contains_key(http::header::TRANSFER_ENCODING);
-    let has_connection = headers.contains_key(http::header::CONNECTION);
     let wants_body = matches!(call.method().as_str(), "POST" | "PUT" | "PATCH");
     if !framed && (wants_body || !body.is_empty()) {
         call.header(http::header::CONTENT_LENGTH, body.len())
-            .map_err(invalid)?;
-    }
-    if !has_connection {
-        call.header(http::header::CONNECTION, "close")
             .map_err(invalid)?;
     }
 
@@ -279,23 +595,26 @@ fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>)
     Ok((wire, call))
 }
 
-/// Bytes read from the socket and not yet used.
+/// Bytes read from the connection and not yet used.
 struct Input {
-    stream: Async<TcpStream>,
+    stream: Conn,
     buffered: Vec<u8>,
     scratch: Vec<u8>,
+    /// Bytes read in all: 0 means no answer had begun.
+    received: usize,
 }
 
 impl Input {
-    fn new(stream: Async<TcpStream>) -> Input {
+    fn new(stream: Conn) -> Input {
         Input {
             stream,
             buffered: Vec::new(),
             scratch: vec![0u8; CHUNK],
+            received: 0,
         }
     }
 
-    /// Reads once more from the socket; `Ok(0)` at the end of the stream.
+    /// Reads once more from the connection; `Ok(0)` at the end of the stream.
     async fn fill(&mut self) -> Result<usize, TransportError> {
         let n = self
             .stream
@@ -303,6 +622,7 @@ impl Input {
             .await
             .map_err(io_error)?;
         self.buffered.extend_from_slice(&self.scratch[..n]);
+        self.received = self.received.saturating_add(n);
         Ok(n)
     }
 
@@ -311,12 +631,13 @@ impl Input {
     }
 }
 
-/// Reads the answer: the head, then the body whole (up to `max_body`).
+/// Reads the answer: the head, then the body whole (up to `max_body`);
+/// `true` with it when the connection may carry another request.
 async fn receive(
     input: &mut Input,
     mut call: Call<RecvResponse>,
     max_body: usize,
-) -> Result<http::Response<Bytes>, TransportError> {
+) -> Result<(http::Response<Bytes>, bool), TransportError> {
     let head = loop {
         let (used, head) = call
             .try_response(&input.buffered, false)
@@ -344,27 +665,36 @@ async fn receive(
     if declared.is_some_and(|n| n > limit) {
         return Err(TransportError::body_too_large(limit));
     }
-    let body = match call.proceed() {
+    let (body, reusable) = match call.proceed() {
         Some(RecvResponseResult::RecvBody(call)) => read_body(input, call, max_body).await?,
-        Some(RecvResponseResult::Redirect(_) | RecvResponseResult::Cleanup(_)) => Bytes::new(),
+        Some(RecvResponseResult::Redirect(call)) => {
+            (Bytes::new(), !call.proceed().must_close_connection())
+        }
+        Some(RecvResponseResult::Cleanup(call)) => (Bytes::new(), !call.must_close_connection()),
         None => return Err(TransportErrorKind::Other.into()),
     };
     let (parts, ()) = head.into_parts();
-    Ok(http::Response::from_parts(parts, body))
+    Ok((http::Response::from_parts(parts, body), reusable))
 }
 
-/// Reads a body whole, decoding its framing.
+/// Reads a body whole, decoding its framing; `true` with it when the
+/// connection may carry another request.
 async fn read_body(
     input: &mut Input,
     mut call: Call<RecvBody>,
     max_body: usize,
-) -> Result<Bytes, TransportError> {
+) -> Result<(Bytes, bool), TransportError> {
     let close_delimited = matches!(call.body_mode(), BodyMode::CloseDelimited);
     let mut body = Vec::new();
     let mut out = vec![0u8; CHUNK];
     loop {
         if !close_delimited && call.can_proceed() {
-            return Ok(Bytes::from(body));
+            let reusable = match call.proceed() {
+                Some(RecvBodyResult::Redirect(call)) => !call.proceed().must_close_connection(),
+                Some(RecvBodyResult::Cleanup(call)) => !call.must_close_connection(),
+                None => false,
+            };
+            return Ok((Bytes::from(body), reusable));
         }
         if !input.buffered.is_empty() {
             let (used, n) = call.read(&input.buffered, &mut out).map_err(protocol)?;
@@ -382,9 +712,10 @@ async fn read_body(
         if input.fill().await? == 0 {
             // The end of the stream ends a close-delimited body, and a
             // chunked one whose last chunk came (a server that closed
-            // right after `0\r\n`); anything else was cut short.
+            // right after `0\r\n`); anything else was cut short. Either
+            // way the connection is closed: never reused.
             return if close_delimited || call.is_ended_chunked() {
-                Ok(Bytes::from(body))
+                Ok((Bytes::from(body), false))
             } else {
                 Err(TransportErrorKind::Reset.into())
             };
@@ -402,7 +733,7 @@ mod tests {
     }
 
     #[test]
-    fn a_get_goes_out_in_origin_form_with_host_and_close() {
+    fn a_get_goes_out_in_origin_form_with_host_and_no_connection_header() {
         let get = http::Request::get("http://127.0.0.1:8080/runs/1?waitSeconds=5")
             .header("authorization", "Bearer x")
             .body(Bytes::new())
@@ -413,7 +744,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("host: 127.0.0.1:8080\r\n"), "{text}");
-        assert!(text.contains("connection: close\r\n"), "{text}");
+        assert!(
+            !text.contains("connection"),
+            "keep-alive is HTTP/1.1's default: {text}"
+        );
         assert!(!text.contains("content-length"), "{text}");
         assert!(text.ends_with("\r\n\r\n"), "{text}");
     }

@@ -15,8 +15,8 @@ use crate::clock::AsyncIoClock;
 ///
 /// ```
 /// use polite_client::{Cancel, Runtime};
-/// let token = polite_async_std::CancelToken::new();
-/// polite_async_std::AsyncIo::cancel(&token);
+/// let token = polite_async_io::CancelToken::new();
+/// polite_async_io::AsyncIo::cancel(&token);
 /// assert!(token.is_cancelled());
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,7 +62,7 @@ impl Runtime for AsyncIo {
 /// use polite_lab::{Lab, LabConfig};
 ///
 /// let lab = Lab::start(LabConfig::default()).unwrap();
-/// let client = polite_async_std::Client::new();
+/// let client = polite_async_io::Client::new();
 /// let req = http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
 /// let resp = smol::block_on(client.send(req)).unwrap();
 /// assert_eq!(resp.status(), 200);
@@ -79,10 +79,10 @@ pub type Client<T> = polite_client::Client<AsyncIo, T>;
 /// per process; needs no executor. See [`polite_client::cancel_on_ctrl_c`].
 ///
 /// ```no_run
-/// use polite_async_std::{CancelToken, cancel_on_ctrl_c};
+/// use polite_async_io::{CancelToken, cancel_on_ctrl_c};
 /// let token = cancel_on_ctrl_c(CancelToken::new())?;
 /// // smol::block_on(client.send_cancellable(request, &token)) ...
-/// # Ok::<(), polite_async_std::CtrlCError>(())
+/// # Ok::<(), polite_async_io::CtrlCError>(())
 /// ```
 ///
 /// # Errors

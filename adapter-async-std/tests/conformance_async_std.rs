@@ -1,8 +1,8 @@
 //! The lab's adapter conformance suite (written once, in polite-lab)
-//! through `polite_async_std::Client`, executed on async-std's executor,
+//! through `polite_async_io::Client`, executed on async-std's executor,
 //! on loopback in real time.
 
-use polite_async_std::{AsyncIo, Http1Transport};
+use polite_async_io::{AsyncIo, Http1Transport};
 
 fn run(name: &str) {
     let result = async_std::task::block_on(polite_lab::runner::run::<AsyncIo, _>(

@@ -1,8 +1,8 @@
-//! The lab's adapter conformance suite through `polite_async_std::Client`
+//! The lab's adapter conformance suite through `polite_async_io::Client`
 //! and its HTTP/1.1 transport, executed as a task on a `smol::Executor` run by two
 //! threads, on loopback in real time.
 
-use polite_async_std::{AsyncIo, Http1Transport};
+use polite_async_io::{AsyncIo, Http1Transport};
 
 fn run(name: &str) {
     let executor = smol::Executor::new();

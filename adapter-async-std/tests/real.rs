@@ -1,11 +1,11 @@
-//! polite-async-std against the lab on loopback, in real time, on both
+//! polite-async-io against the lab on loopback, in real time, on both
 //! executors: cancel latency during a 30 s backoff, a hanging server inside
 //! timeout + cushion, and an oversized body.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use polite_async_std::{CancelToken, Client, Config, Http1Transport, Outcome};
+use polite_async_io::{CancelToken, Client, Config, Http1Transport, Outcome};
 use polite_lab::{Fault, Lab, LabConfig, LabHandle, LogStats, PathMatch, Step};
 
 fn client(timeout: Duration) -> Client<Http1Transport> {
@@ -34,7 +34,7 @@ fn backoff_lab() -> LabHandle {
 
 /// What a cancelled call reports: its result and the instant it returned.
 type Returned = (
-    Result<http::Response<Bytes>, polite_async_std::Error>,
+    Result<http::Response<Bytes>, polite_async_io::Error>,
     Instant,
 );
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use polite_async_std::{Client, Config, Http1Transport};
+use polite_async_io::{Client, Config, Http1Transport};
 use polite_lab::{Lab, LabConfig, LogStats, Step};
 
 /// A writer that collects everything the tracing subscriber prints.
@@ -71,4 +71,12 @@ fn attempt_records_reach_tracing_without_credentials() {
     // it: query values redacted, no user info.
     assert!(text.contains("url.full=http://127.0.0.1:"), "{text}");
     assert!(text.contains("/items/1?token=REDACTED"), "{text}");
+    // The call's span carries `url.full` (the OpenTelemetry convention, query
+    // values redacted, checked above by SECRET); the attempt records
+    // themselves carry no URL.
+    for line in text.lines() {
+        if let Some((_, record)) = line.split_once("polite: attempt") {
+            assert!(!record.contains("/items/1"), "a URL in a record: {line}");
+        }
+    }
 }

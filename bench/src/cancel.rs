@@ -42,7 +42,7 @@ impl Who {
     fn name(self) -> &'static str {
         match self {
             Who::Tokio => "polite-tokio `send_cancellable`",
-            Who::AsyncStd => "polite-async-std `send_cancellable`",
+            Who::AsyncStd => "polite-async-io `send_cancellable`",
             Who::Blocking => "polite-blocking `send_cancellable` (cancel from another thread)",
             Who::BackonSelect => "backon retry in `select!` with `cancelled()` (peer, tokio)",
         }
@@ -103,11 +103,11 @@ fn measure(who: Who, url: &str, runs: usize, after: Duration) -> Vec<(f64, bool)
         }
         Who::AsyncStd => async_std::task::block_on(async {
             for _ in 0..runs {
-                let token = polite_async_std::CancelToken::new();
+                let token = polite_async_io::CancelToken::new();
                 let (url, tk) = (url.to_owned(), token.clone());
                 let call = async_std::task::spawn(async move {
-                    let c = polite_async_std::Client::with_transport(
-                        polite_async_std::Http1Transport::new(),
+                    let c = polite_async_io::Client::with_transport(
+                        polite_async_io::Http1Transport::new(),
                         config(),
                     )
                     .expect("valid config");

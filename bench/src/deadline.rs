@@ -48,7 +48,7 @@ impl Who {
     fn name(self) -> &'static str {
         match self {
             Who::Tokio => "polite-tokio",
-            Who::AsyncStd => "polite-async-std",
+            Who::AsyncStd => "polite-async-io",
             Who::Blocking => "polite-blocking",
             Who::Reqwest => "reqwest `.timeout()` (peer)",
             Who::Ureq => "ureq `timeout_global` (peer)",
@@ -138,8 +138,8 @@ fn calls(who: Who, url: &str, timeout: Duration, runs: usize, conc: usize) -> Ve
                         let url = url.to_owned();
                         async_std::task::spawn(async move {
                             let start = Instant::now();
-                            let c = polite_async_std::Client::with_transport(
-                                polite_async_std::Http1Transport::new(),
+                            let c = polite_async_io::Client::with_transport(
+                                polite_async_io::Http1Transport::new(),
                                 call_config(timeout),
                             )
                             .expect("valid config");

@@ -31,6 +31,7 @@ pub mod proc;
 pub mod quota;
 pub mod scale;
 pub mod stats;
+pub mod tls;
 
 use std::time::Duration;
 

@@ -2,17 +2,19 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale sizes overhead all
+//! suites: poll quota nohints deadline cancel scale sizes overhead tls all
 //! ```
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use polite_bench::{Size, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table};
+use polite_bench::{
+    Size, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table, tls,
+};
 
 const SUITES: &[&str] = &[
-    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "all",
+    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "tls", "all",
 ];
 
 fn usage() -> ExitCode {
@@ -33,6 +35,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "scale" => scale::run(size),
         "sizes" => vec![scale::sizes_table(size)],
         "overhead" => overhead::run(size),
+        "tls" => tls::run(size),
         _ => Vec::new(),
     }
 }
@@ -73,7 +76,7 @@ fn main() -> ExitCode {
             };
             let names: Vec<&str> = if suite == "all" {
                 vec![
-                    "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale",
+                    "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale", "tls",
                 ]
             } else {
                 vec![suite]

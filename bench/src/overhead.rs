@@ -5,7 +5,7 @@
 //! * polite-tokio `send` (reqwest transport) vs `reqwest` (`get().send()`,
 //!   body read), on a current-thread tokio runtime;
 //! * polite-blocking `send` (ureq transport) vs `ureq` (`call()`, body read);
-//! * polite-async-std `send` vs its own bare `Http1Transport::send` (the
+//! * polite-async-io `send` vs its own bare `Http1Transport::send` (the
 //!   adapter's transport has no peer crate; this isolates polite's share);
 //! * the integrations, each vs the bare client under it: a reqwest-middleware
 //!   stack with `PoliteMiddleware` vs reqwest (and vs the same stack with no
@@ -265,12 +265,12 @@ fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> 
     })
 }
 
-/// Variants: 0 polite-async-std's bare transport, 1 polite-async-std `send`.
+/// Variants: 0 polite-async-io's bare transport, 1 polite-async-io `send`.
 fn async_std_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
-    let transport = polite_async_std::Http1Transport::new();
-    let polite = polite_async_std::Client::with_transport(
-        polite_async_std::Http1Transport::new(),
-        polite_async_std::Config::default(),
+    let transport = polite_async_io::Http1Transport::new();
+    let polite = polite_async_io::Client::with_transport(
+        polite_async_io::Http1Transport::new(),
+        polite_async_io::Config::default(),
     )
     .expect("default config");
     async_std::task::block_on(interleave_async(2, rounds, per_round, warm, |variant| {
@@ -317,7 +317,7 @@ pub fn run(size: Size) -> Vec<Table> {
     t.row(blocking.row("polite-blocking `send` vs ureq", 2));
     t.row(blocking.row("(polite-blocking's `UreqTransport` alone vs ureq)", 1));
     let asyncstd = async_std_samples(&url, rounds, per_round, warm);
-    t.row(asyncstd.row("polite-async-std `send` vs its bare Http1Transport", 1));
+    t.row(asyncstd.row("polite-async-io `send` vs its bare Http1Transport", 1));
     let integrations = integration_samples(&url, rounds, per_round, warm);
     t.row(integrations.row(
         "reqwest-middleware stack with `PoliteMiddleware` vs reqwest",

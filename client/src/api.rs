@@ -1,7 +1,7 @@
 //! The names a user of any adapter needs to configure it, call it and read
 //! its results; each adapter re-exports this module whole
 //! (`pub use polite_client::api::*`), so `polite_tokio::RetryPolicy`,
-//! `polite_blocking::RetryPolicy` and `polite_async_std::RetryPolicy` are
+//! `polite_blocking::RetryPolicy` and `polite_async_io::RetryPolicy` are
 //! one type and a user never adds `polite-core` just to configure a call.
 //!
 //! ```

@@ -38,7 +38,7 @@ use tracing::Instrument;
 ///
 /// `R` is the adapter's [`Runtime`] and `T` its [`Transport`]; users name
 /// it through an adapter's alias (`polite_tokio::Client`,
-/// `polite_async_std::Client`, `polite_blocking::Client`). On an async
+/// `polite_async_io::Client`, `polite_blocking::Client`). On an async
 /// runtime a call returns a future to `.await`; on threads it blocks and
 /// returns the result (see [`Runtime::Call`]).
 ///

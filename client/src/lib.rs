@@ -6,7 +6,7 @@
 //! [`Transport`], [`Clock`] and [`Cancel`], the default job classifier
 //! [`JsonJob`], attempt records to `tracing`, and the [`Client`] calls.
 //!
-//! Adapters (`polite-tokio`, `polite-async-std`, `polite-blocking`) supply
+//! Adapters (`polite-tokio`, `polite-async-io`, `polite-blocking`) supply
 //! the three runtime-specific pieces and re-export the rest. Users normally
 //! use an adapter; this crate is for writing one.
 //!

@@ -9,7 +9,7 @@ use crate::error::TransportError;
 use crate::transport::{Cancel, Clock};
 
 /// A runtime for [`Client`](crate::Client): one type per adapter
-/// (`polite_tokio::Tokio`, `polite_async_std::AsyncIo`,
+/// (`polite_tokio::Tokio`, `polite_async_io::AsyncIo`,
 /// `polite_blocking::Threads`), holding no state.
 ///
 /// * [`Clock`](Runtime::Clock): the timer every call sleeps on (one per

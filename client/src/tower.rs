@@ -125,7 +125,7 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 1 << 20;
 /// it makes shares one client — its configuration and its per-origin pace.
 ///
 /// `R` is the runtime whose clock the calls sleep on (`polite_tokio::Tokio`,
-/// `polite_async_std::AsyncIo`); it must be an async runtime, since a
+/// `polite_async_io::AsyncIo`); it must be an async runtime, since a
 /// service's calls are futures. `T` is the transport of the client the
 /// layer was built from ([`NoTransport`] for [`new`](Self::new); the layer
 /// never uses it).

@@ -8,7 +8,7 @@
 //! their own. They take [`Event`]s (an answer arrived, a transport error
 //! happened, time passed, the caller cancelled) with the current time, and
 //! answer [`Action`]s (send now, sleep until an instant, stop with an
-//! [`Outcome`]). Adapters (`polite-tokio`, `polite-async-std`,
+//! [`Outcome`]). Adapters (`polite-tokio`, `polite-async-io`,
 //! `polite-blocking`) do the real IO; tests drive the machines with virtual
 //! time (the [`polite-testing`](https://docs.rs/polite-testing) crate).
 //!

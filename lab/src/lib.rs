@@ -16,6 +16,7 @@
 //! | `GET /runs/{id}?waitSeconds=N` | long poll: held until the job is terminal (answered at that instant) or N seconds pass (capped by [`LabConfig::max_wait`]) |
 //! | `GET\|PUT\|DELETE /items/{k}` | `200 {"item":"k"}` |
 //! | `POST /items/{k}` | `201 {"item":"k"}` |
+//! | any method `/redirect?to=URL[&status=N]` | `N` (301, 302, 303, 307, 308; default 302) with `Location: URL`, for redirect tests (e.g. from a TLS lab to a plain one) |
 //! | anything else | 404 (405 for a known path with another method) |
 //!
 //! `waitSeconds` rules: when long polling is off
@@ -88,6 +89,8 @@ mod rng;
 #[cfg(feature = "runner")]
 pub mod runner;
 mod server;
+#[cfg(feature = "tls")]
+mod tls;
 mod wire;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -135,6 +138,15 @@ impl Lab {
     /// enters a runtime on the caller's thread.
     pub fn start(config: LabConfig) -> Result<LabHandle, LabError> {
         config.validate()?;
+        #[cfg(feature = "tls")]
+        let tls = config
+            .tls
+            .as_ref()
+            .map(tls::acceptor)
+            .transpose()
+            .map_err(LabError::Config)?;
+        #[cfg(not(feature = "tls"))]
+        let tls: server::Tls = None;
         let port = config.port;
         let bind = |source| LabError::Bind { port, source };
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)).map_err(bind)?;
@@ -167,7 +179,7 @@ impl Lab {
                 match listener {
                     Ok(listener) => {
                         let _ = ready_tx.send(Ok(()));
-                        runtime.block_on(server::serve(listener, thread_shared, stop_rx));
+                        runtime.block_on(server::serve(listener, thread_shared, stop_rx, tls));
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -226,10 +238,17 @@ impl LabHandle {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT` followed by `path` (a missing leading `/` is added).
+    /// `http://127.0.0.1:PORT` followed by `path` (a missing leading `/` is
+    /// added); `https://` for a lab in TLS mode (`LabConfig::tls`, feature
+    /// `tls`).
     pub fn url(&self, path: &str) -> String {
         let slash = if path.starts_with('/') { "" } else { "/" };
-        format!("http://{}{slash}{path}", self.addr)
+        let scheme = if self.shared.config.is_tls() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}{slash}{path}", self.addr)
     }
 
     /// The instant the lab started (log offsets count from here).

@@ -179,12 +179,15 @@ impl Shared {
                     200,
                     json!({
                         "lab": "polite-lab",
-                        "endpoints": ["POST /runs", "GET /runs/{id}[?waitSeconds=N]", "GET|PUT|POST|DELETE /items/{k}"],
+                        "endpoints": ["POST /runs", "GET /runs/{id}[?waitSeconds=N]", "GET|PUT|POST|DELETE /items/{k}", "* /redirect?to=URL[&status=N]"],
                     }),
                 )
             } else {
                 Answer::method_not_allowed("GET")
             };
+        }
+        if path == "/redirect" {
+            return redirect(query);
         }
         if path == "/runs" {
             return if method == Method::POST {
@@ -279,6 +282,32 @@ impl Shared {
             }
         }
     }
+}
+
+/// `/redirect?to=URL[&status=N]`: `N` (301, 302, 303, 307 or 308; 302 by
+/// default) with `Location: URL`, whatever the method; 400
+/// `VALIDATION_ERROR` without a usable `to` or with another status.
+fn redirect(query: Option<&str>) -> Answer {
+    let mut to = None;
+    let mut status = 302;
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match &*key {
+            "to" if to.is_none() => to = Some(value.into_owned()),
+            "status" => match value.parse() {
+                Ok(n @ (301 | 302 | 303 | 307 | 308)) => status = n,
+                _ => {
+                    return Answer::validation_error("status must be 301, 302, 303, 307 or 308");
+                }
+            },
+            _ => {}
+        }
+    }
+    let Some(to) = to.filter(|t| !t.is_empty() && HeaderValue::from_str(t).is_ok()) else {
+        return Answer::validation_error("redirect needs ?to=URL");
+    };
+    let mut answer = Answer::json(status, json!({ "location": to }));
+    answer.headers.push((header::LOCATION, to));
+    answer
 }
 
 /// `/runs/{id}` → `id` (non-empty, no further `/`).
@@ -570,12 +599,49 @@ impl AsyncWrite for ResettableStream {
     }
 }
 
-async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+/// The TLS acceptor of a lab in TLS mode (`None`: plain HTTP).
+#[cfg(feature = "tls")]
+pub(crate) type Tls = Option<tokio_rustls::TlsAcceptor>;
+/// Without feature `tls` a lab is always plain HTTP.
+#[cfg(not(feature = "tls"))]
+pub(crate) type Tls = Option<NoTls>;
+
+/// No TLS acceptor can exist without feature `tls`.
+#[cfg(not(feature = "tls"))]
+#[derive(Clone, Debug)]
+pub(crate) enum NoTls {}
+
+/// How long a TLS handshake may take before the connection is dropped.
+#[cfg(feature = "tls")]
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, tls: Tls) {
     let reset = Arc::new(AtomicBool::new(false));
-    let io = TokioIo::new(ResettableStream {
+    let stream = ResettableStream {
         inner: stream,
         reset: Arc::clone(&reset),
-    });
+    };
+    match tls {
+        None => serve_http(TokioIo::new(stream), shared, reset).await,
+        #[cfg(feature = "tls")]
+        Some(acceptor) => {
+            // A failed or endless handshake ends this connection only.
+            if let Ok(Ok(stream)) =
+                tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+            {
+                serve_http(TokioIo::new(stream), shared, reset).await;
+            }
+        }
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match never {},
+    }
+}
+
+/// Serves HTTP/1.1 (keep-alive) on one connection, plain or TLS.
+async fn serve_http<I>(io: TokioIo<I>, shared: Arc<Shared>, reset: Arc<AtomicBool>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = service_fn(move |req| handle(Arc::clone(&shared), req, Arc::clone(&reset)));
     // Errors end this connection only (a reset on purpose is one of them).
     let _ = http1::Builder::new()
@@ -590,6 +656,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut stop: oneshot::Receiver<()>,
+    tls: Tls,
 ) {
     loop {
         tokio::select! {
@@ -598,7 +665,7 @@ pub(crate) async fn serve(
                 Ok((stream, _peer)) => {
                     shared.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(serve_connection(stream, Arc::clone(&shared)));
+                    tokio::spawn(serve_connection(stream, Arc::clone(&shared), tls.clone()));
                 }
                 // E.g. out of file descriptors: back off briefly instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,

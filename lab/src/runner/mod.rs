@@ -21,6 +21,9 @@
 //! polite_lab::conformance_tests!(run);
 //! ```
 //!
+//! `run_tls` (features `runner` and `tls`) runs the same scenarios over
+//! `https://`, against the lab in TLS mode.
+//!
 //! [`hostile`] does the same for answers that repeating cannot cure
 //! (`polite_lab::hostile_tests!`).
 
@@ -89,7 +92,54 @@ where
     T::Sending: Unpin,
 {
     let scenario = conformance::scenario(name).ok_or_else(|| format!("no scenario {name}"))?;
-    let lab = Lab::start(scenario.lab.clone()).map_err(|e| e.to_string())?;
+    run_on::<R, T>(name, transport, scenario.lab.clone()).await
+}
+
+/// [`run`] over `https://`: the scenario's lab in TLS mode (feature `tls`)
+/// with this certificate chain and key (PEM), and `transport` trusting it
+/// (the caller builds it, e.g. with a rustls `ClientConfig` whose roots
+/// hold the certificate). Everything else is as in [`run`].
+///
+/// ```text
+/// // adapter-async-std/tests/conformance_https.rs, in short:
+/// fn run(name: &str) {
+///     let tls = Http1Transport::with_tls(client_config_trusting(&cert));
+///     let result = smol::block_on(polite_lab::runner::run_tls::<AsyncIo, _>(name, tls, &cert_pem, &key_pem));
+///     if let Err(report) = result { panic!("{report}"); }
+/// }
+/// polite_lab::conformance_tests!(run);
+/// ```
+///
+/// # Errors
+///
+/// The scenario's check failed, or the scenario (or its TLS lab) could not
+/// be set up.
+#[cfg(feature = "tls")]
+pub async fn run_tls<R, T>(
+    name: &str,
+    transport: T,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<(), String>
+where
+    R: Runtime,
+    T: Transport,
+    T::Sending: Unpin,
+{
+    let scenario = conformance::scenario(name).ok_or_else(|| format!("no scenario {name}"))?;
+    let lab = scenario.lab.clone().tls(cert_pem, key_pem);
+    run_on::<R, T>(name, transport, lab).await
+}
+
+/// Runs the scenario `name` against a lab started from `lab`.
+async fn run_on<R, T>(name: &str, transport: T, lab: crate::LabConfig) -> Result<(), String>
+where
+    R: Runtime,
+    T: Transport,
+    T::Sending: Unpin,
+{
+    let scenario = conformance::scenario(name).ok_or_else(|| format!("no scenario {name}"))?;
+    let lab = Lab::start(lab).map_err(|e| e.to_string())?;
     let work = &scenario.work;
     let mut config = Config {
         timeout: work.timeout(),

@@ -188,3 +188,27 @@ fn declared_jobs_start_their_clock_as_configured() {
     );
     assert!(start.elapsed() < ms(500));
 }
+
+#[test]
+fn redirect_answers_with_the_asked_status_and_location() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let to = "https://127.0.0.1:9/items/x?y=1";
+    let query = format!("to={}", to.replace('&', "%26").replace('?', "%3F"));
+    let agent = agent(secs(10));
+    let found = request(&agent, "GET", &lab.url(&format!("/redirect?{query}"))).unwrap();
+    assert_eq!(found.status, 302);
+    assert_eq!(found.header("location"), Some(to));
+    let kept = request(
+        &agent,
+        "PUT",
+        &lab.url(&format!("/redirect?{query}&status=307")),
+    )
+    .unwrap();
+    assert_eq!(kept.status, 307);
+    assert_eq!(kept.header("location"), Some(to));
+    for bad in ["/redirect", "/redirect?to=", "/redirect?to=/x&status=200"] {
+        let reply = get(&lab.url(bad));
+        assert_eq!(reply.status, 400, "{bad}");
+        assert_eq!(reply.json()["code"], "VALIDATION_ERROR", "{bad}");
+    }
+}

@@ -1,0 +1,284 @@
+//! The connection pool of [`Http1Transport`](crate::Http1Transport): idle
+//! kept-alive connections per origin, with an idle timeout and a cap.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::TcpStream;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use async_io::Async;
+use futures_lite::io::{AsyncRead, AsyncWrite};
+
+/// An origin (RFC 6454): scheme, host, port. Connections are pooled per
+/// origin, never shared between two.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Origin {
+    /// `https` (true) or `http`.
+    pub(crate) tls: bool,
+    /// The host as in the URL, lower case, IPv6 without brackets.
+    pub(crate) host: String,
+    /// The port, explicit or the scheme's default.
+    pub(crate) port: u16,
+}
+
+/// One connection: a TCP socket, or TLS over one.
+pub(crate) enum Conn {
+    /// `http://`.
+    Plain(Async<TcpStream>),
+    /// `https://` (boxed: a TLS session is large).
+    #[cfg(feature = "tls")]
+    Tls(Box<futures_rustls::client::TlsStream<Async<TcpStream>>>),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Conn::Plain(_) => f.write_str("Conn::Plain"),
+            #[cfg(feature = "tls")]
+            Conn::Tls(_) => f.write_str("Conn::Tls"),
+        }
+    }
+}
+
+impl Conn {
+    /// Whether an idle connection still looks usable: the peer has neither
+    /// closed it (EOF, reset, a TLS `close_notify`) nor sent anything
+    /// unasked. One non-blocking read; a connection that fails it is
+    /// dropped, never used. (It cannot see a close that is still on its
+    /// way: that race is what the transport's one replay on a fresh
+    /// connection is for.)
+    fn is_quiet(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut byte = [0u8; 1];
+        matches!(Pin::new(self).poll_read(&mut cx, &mut byte), Poll::Pending)
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(feature = "tls")]
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(feature = "tls")]
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(feature = "tls")]
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_close(cx),
+            #[cfg(feature = "tls")]
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_close(cx),
+        }
+    }
+}
+
+/// An idle connection and when it was put back.
+#[derive(Debug)]
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+/// Idle connections per origin. Connections are handed out most recently
+/// used first (the warm ones stay in use, the others age out); expired
+/// ones are dropped whenever the pool is touched. The lock is never held
+/// across an `.await`, and connections are closed after it is released.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    idle: Mutex<HashMap<Origin, Vec<Idle>>>,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Origin, Vec<Idle>>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Drops (into the returned list) every connection idle for `timeout`
+    /// or longer, and forgets origins left without any.
+    fn expire(map: &mut HashMap<Origin, Vec<Idle>>, now: Instant, timeout: Duration) -> Vec<Idle> {
+        let mut expired = Vec::new();
+        for list in map.values_mut() {
+            expired.extend(list.extract_if(.., |i| now.duration_since(i.since) >= timeout));
+        }
+        map.retain(|_, list| !list.is_empty());
+        expired
+    }
+
+    /// An idle connection to `origin` that still looks usable at `now`, if any.
+    pub(crate) fn take(&self, origin: &Origin, now: Instant, timeout: Duration) -> Option<Conn> {
+        loop {
+            let (idle, expired) = {
+                let mut map = self.lock();
+                let expired = Pool::expire(&mut map, now, timeout);
+                let idle = map.get_mut(origin).and_then(Vec::pop);
+                if map.get(origin).is_some_and(Vec::is_empty) {
+                    map.remove(origin);
+                }
+                (idle, expired)
+            };
+            drop(expired);
+            let mut conn = idle?.conn;
+            if conn.is_quiet() {
+                return Some(conn);
+            }
+            // Closed by the server while idle: dropped; try the next one.
+        }
+    }
+
+    /// Puts a connection whose answer was read whole back at `now`,
+    /// keeping at most `max_idle` for its origin (the oldest go first).
+    pub(crate) fn put(
+        &self,
+        origin: Origin,
+        conn: Conn,
+        now: Instant,
+        timeout: Duration,
+        max_idle: usize,
+    ) {
+        if max_idle == 0 || timeout.is_zero() {
+            return; // pooling is off: `conn` is closed here
+        }
+        let dropped = {
+            let mut map = self.lock();
+            let mut dropped = Pool::expire(&mut map, now, timeout);
+            let list = map.entry(origin).or_default();
+            list.push(Idle { conn, since: now });
+            let excess = list.len().saturating_sub(max_idle);
+            dropped.extend(list.drain(..excess));
+            dropped
+        };
+        drop(dropped);
+    }
+
+    /// Idle connections not yet expired at `now`, over every origin.
+    pub(crate) fn idle(&self, now: Instant, timeout: Duration) -> usize {
+        let (count, expired) = {
+            let mut map = self.lock();
+            let expired = Pool::expire(&mut map, now, timeout);
+            (map.values().map(Vec::len).sum(), expired)
+        };
+        drop(expired);
+        count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A connected loopback socket (its peer is kept open by the listener's
+    /// backlog until the test ends).
+    fn conn(listener: &TcpListener) -> Conn {
+        let addr = listener.local_addr().unwrap();
+        Conn::Plain(smol::block_on(Async::<TcpStream>::connect(addr)).unwrap())
+    }
+
+    fn origin(port: u16) -> Origin {
+        Origin {
+            tls: false,
+            host: "127.0.0.1".to_owned(),
+            port,
+        }
+    }
+
+    #[test]
+    fn idle_connections_expire_after_the_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let pool = Pool::default();
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(30);
+        pool.put(origin(1), conn(&listener), t0, timeout, 8);
+        assert_eq!(pool.idle(t0 + Duration::from_secs(29), timeout), 1);
+        assert_eq!(pool.idle(t0 + timeout, timeout), 0, "expired at 30 s");
+        pool.put(origin(1), conn(&listener), t0, timeout, 8);
+        assert!(pool.take(&origin(1), t0 + timeout, timeout).is_none());
+        assert!(pool.lock().is_empty(), "the origin is forgotten");
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_max_idle_per_origin_and_origins_apart() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let pool = Pool::default();
+        let now = Instant::now();
+        let timeout = Duration::from_secs(30);
+        for _ in 0..3 {
+            pool.put(origin(1), conn(&listener), now, timeout, 2);
+        }
+        pool.put(origin(2), conn(&listener), now, timeout, 2);
+        assert_eq!(pool.idle(now, timeout), 3);
+        let https = Origin {
+            tls: true,
+            ..origin(1)
+        };
+        assert!(
+            pool.take(&https, now, timeout).is_none(),
+            "https is another origin"
+        );
+        assert!(pool.take(&origin(1), now, timeout).is_some());
+        assert!(pool.take(&origin(1), now, timeout).is_some());
+        assert!(pool.take(&origin(1), now, timeout).is_none());
+        // Pooling off: nothing is kept.
+        pool.put(origin(3), conn(&listener), now, timeout, 0);
+        pool.put(origin(3), conn(&listener), now, Duration::ZERO, 8);
+        assert!(pool.take(&origin(3), now, timeout).is_none());
+    }
+
+    #[test]
+    fn a_connection_the_peer_closed_is_not_handed_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let pool = Pool::default();
+        let now = Instant::now();
+        let timeout = Duration::from_secs(30);
+        pool.put(origin(1), conn(&listener), now, timeout, 8);
+        let (peer, _) = listener.accept().unwrap();
+        drop(peer); // FIN
+        // The FIN crosses loopback at once; should it still be on its way,
+        // ask again (bounded): the pool must never hand the connection out
+        // once the close is visible.
+        let start = Instant::now();
+        loop {
+            let taken = pool.take(&origin(1), now, timeout);
+            match taken {
+                None => break,
+                Some(c) => {
+                    pool.put(origin(1), c, now, timeout, 8);
+                    assert!(
+                        start.elapsed() < Duration::from_secs(5),
+                        "the close was never seen"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
