@@ -9,6 +9,7 @@ mod log;
 mod redact;
 mod request;
 mod run;
+mod tally;
 
 use std::process::ExitCode;
 

@@ -18,6 +18,7 @@ use crate::exit;
 use crate::log;
 use crate::redact::{Input, echo};
 use crate::request::{self, Usage};
+use crate::tally::Tally;
 
 /// The terminal states that mean success when `--success` is not given.
 const DEFAULT_SUCCESS: [&str; 7] = [
@@ -54,13 +55,22 @@ fn config(common: &Common, default_timeout: Duration) -> Config {
     config
 }
 
+/// The command's client: records go to `observe` and to `tally` (for the
+/// summary line).
 fn client(
     config: Config,
+    tally: &Arc<Tally>,
     observe: impl Fn(Observed<'_>) + Send + Sync + 'static,
 ) -> Result<Client, Usage> {
+    let tally = Arc::clone(tally);
     Ok(Client::with_config(config)
         .map_err(|e| Usage(e.to_string()))?
-        .observe(observe))
+        .observe(move |e| {
+            if let Observed::Record(r) = e {
+                tally.record(r);
+            }
+            observe(e);
+        }))
 }
 
 /// Ctrl-C cancels the token (exit 130).
@@ -96,12 +106,16 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
     )?;
     let (format, verbose) = (args.common.log_format, args.common.verbose);
     let log = log::Log::new(format, verbose);
-    let client = client(config(&args.common, DEFAULT_TIMEOUT), move |e| log.emit(e))?;
+    let tally = Arc::new(Tally::default());
+    let client = client(config(&args.common, DEFAULT_TIMEOUT), &tally, move |e| {
+        log.emit(e);
+    })?;
     let token = ctrl_c();
-    match client.send_cancellable(req, &token) {
+    let start = Instant::now();
+    let code = match client.send_cancellable(req, &token) {
         Ok(resp) => {
             write_stdout(resp.body());
-            Ok(exit::OK)
+            exit::OK
         }
         Err(e) => {
             if let Some(resp) = e.response() {
@@ -109,9 +123,13 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
                 write_stdout(resp.body());
             }
             say(&e.to_string());
-            Ok(exit::for_error(&e))
+            exit::for_error(&e)
         }
+    };
+    if verbose {
+        say(&tally.line(start.elapsed()));
     }
+    Ok(code)
 }
 
 /// The wait's live state, fed by the observer.
@@ -191,7 +209,8 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     let seen = Arc::clone(&progress);
     let line = spinner.clone();
     let log = log::Log::new(format, verbose);
-    let client = client(config, move |e| {
+    let tally = Arc::new(Tally::default());
+    let client = client(config, &tally, move |e| {
         {
             let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
             match e {
@@ -236,6 +255,9 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     });
     if let Some(bar) = spinner {
         bar.finish_and_clear();
+    }
+    if verbose {
+        say(&tally.line(start.elapsed()));
     }
     match result {
         Ok(done) => {
@@ -284,7 +306,8 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     let tick = bar.clone();
     let throttled = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen = Arc::clone(&throttled);
-    let client = client(config, move |e| {
+    let tally = Arc::new(Tally::default());
+    let client = client(config, &tally, move |e| {
         if let Observed::Record(r) = e
             && r.class == Some(RetryClass::RateLimited)
         {
@@ -375,6 +398,7 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         say(&format!("stopped reading URLs from stdin: {error}"));
         worst = exit::worst([worst, exit::FAILED]);
     }
+    say(&tally.line(start.elapsed()));
     if let Some((n, until, by)) = starved {
         say(&starved_line(
             n,
