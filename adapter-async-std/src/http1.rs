@@ -431,19 +431,10 @@ pub(crate) fn io_error(e: io::Error) -> TransportError {
     TransportError::new(io_kind(&e)).with_source(e)
 }
 
-/// The kind an I/O error is retried as.
+/// The kind an I/O error is retried as (the mapping every adapter
+/// shares; anything it does not know is `Other`).
 fn io_kind(e: &io::Error) -> TransportErrorKind {
-    use io::ErrorKind as K;
-    match e.kind() {
-        K::ConnectionRefused => TransportErrorKind::Refused,
-        K::ConnectionReset
-        | K::ConnectionAborted
-        | K::BrokenPipe
-        | K::UnexpectedEof
-        | K::NotConnected => TransportErrorKind::Reset,
-        K::TimedOut => TransportErrorKind::Timeout,
-        _ => TransportErrorKind::Other,
-    }
+    polite_client::io_error_kind(e).unwrap_or(TransportErrorKind::Other)
 }
 
 /// A protocol error reading the answer (a malformed answer).

@@ -478,17 +478,12 @@ fn kind(e: &ureq::Error) -> TransportErrorKind {
     }
 }
 
+/// The kind an I/O error is retried as: the mapping every adapter shares,
+/// plus `WouldBlock`, which ureq reports for a socket read timeout.
 fn io_kind(e: &std::io::Error) -> TransportErrorKind {
-    use std::io::ErrorKind as K;
     match e.kind() {
-        K::ConnectionRefused => TransportErrorKind::Refused,
-        K::ConnectionReset
-        | K::ConnectionAborted
-        | K::BrokenPipe
-        | K::UnexpectedEof
-        | K::NotConnected => TransportErrorKind::Reset,
-        K::TimedOut | K::WouldBlock => TransportErrorKind::Timeout,
-        _ => TransportErrorKind::Other,
+        std::io::ErrorKind::WouldBlock => TransportErrorKind::Timeout,
+        _ => polite_client::io_error_kind(e).unwrap_or(TransportErrorKind::Other),
     }
 }
 
