@@ -85,6 +85,7 @@ pub mod hostile;
 mod log;
 pub mod nginx;
 mod quota;
+pub mod redis;
 mod rng;
 #[cfg(feature = "runner")]
 pub mod runner;

@@ -8,3 +8,4 @@ mod faults;
 mod lifecycle;
 mod log;
 mod quotas;
+mod redis;

@@ -1,0 +1,169 @@
+//! A real Redis for tests (the fleet pace's shared store, SPEC §4.3):
+//! `redis-server` on 127.0.0.1 only, on a free port, with no persistence
+//! (everything in a temporary directory), killed when the [`Redis`] value
+//! is dropped.
+//!
+//! [`Redis::find`] looks for the binary on `PATH` and at
+//! `/usr/bin/redis-server` (`.ci/redis.sh` installs Debian's package).
+//! Without it a test must fail in CI (`CI=true`) and may skip on a
+//! developer machine, saying why: [`Redis::find_or_skip`] does exactly that.
+//!
+//! ```no_run
+//! use polite_lab::redis::Redis;
+//! let Some(binary) = Redis::find_or_skip() else { return };
+//! let redis = Redis::start(&binary);
+//! assert_eq!(redis.command(&["PING"]), "+PONG");
+//! let url = redis.url(); // redis://127.0.0.1:PORT/
+//! # drop(url);
+//! ```
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running redis-server; killed and reaped on drop.
+#[derive(Debug)]
+pub struct Redis {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Redis {
+    /// The redis-server binary: on `PATH`, or `/usr/bin/redis-server`.
+    #[must_use]
+    pub fn find() -> Option<PathBuf> {
+        let on_path = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("redis-server"))
+                .find(|p| p.is_file())
+        });
+        on_path.or_else(|| {
+            let bin = PathBuf::from("/usr/bin/redis-server");
+            bin.is_file().then_some(bin)
+        })
+    }
+
+    /// [`find`](Self::find), for a test: in CI (`CI=true`) a missing
+    /// redis-server panics (the test fails loudly); elsewhere it prints why
+    /// the test skips and answers `None`.
+    ///
+    /// # Panics
+    ///
+    /// In CI, when redis-server is not installed.
+    #[must_use]
+    pub fn find_or_skip() -> Option<PathBuf> {
+        let found = Self::find();
+        if found.is_none() {
+            let why = "redis-server not found on PATH nor at /usr/bin/redis-server (.ci/redis.sh installs it)";
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+            eprintln!("SKIPPED: {why}");
+        }
+        found
+    }
+
+    /// Starts redis-server on a free loopback port: bound to 127.0.0.1
+    /// only, protected mode on, no RDB snapshots and no AOF, its files in a
+    /// temporary directory.
+    ///
+    /// # Panics
+    ///
+    /// When redis-server cannot start or does not answer `PING` within
+    /// 10 s (the panic shows its log).
+    #[must_use]
+    pub fn start(binary: &Path) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
+            l.local_addr().expect("its address").port()
+        };
+        let child = Command::new(binary)
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args([
+                "--protected-mode",
+                "yes",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("--logfile")
+            .arg(dir.path().join("redis.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        let mut redis = Redis { child, port, dir };
+        let started = Instant::now();
+        loop {
+            if redis.try_command(&["PING"]).as_deref() == Some("+PONG") {
+                break;
+            }
+            if let Ok(Some(status)) = redis.child.try_wait() {
+                panic!("redis-server exited ({status}):\n{}", redis.log());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not answer within 10 s:\n{}",
+                redis.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        redis
+    }
+
+    /// `redis://127.0.0.1:PORT/`, for a Redis client.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Sends one command (RESP) and returns the first line of the reply
+    /// without its `\r\n` (`+PONG`, `:1`, `$5`, `-ERR ...`): enough for a
+    /// test to set up or inspect keys without a client library.
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot be reached.
+    #[must_use]
+    pub fn command(&self, args: &[&str]) -> String {
+        self.try_command(args).expect("redis answers")
+    }
+
+    fn try_command(&self, args: &[&str]) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let mut frame = format!("*{}\r\n", args.len());
+        for a in args {
+            frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        stream.write_all(frame.as_bytes()).ok()?;
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).ok()?;
+        Some(line.trim_end().to_owned())
+    }
+
+    /// The server's log, or "".
+    #[must_use]
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+}
