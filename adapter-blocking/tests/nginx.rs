@@ -4,7 +4,7 @@
 //!
 //! The test starts nginx itself (`polite_lab::nginx`: in the foreground,
 //! everything under a temporary directory) and kills it at the end.
-//! Without nginx it fails in CI (`CI=true`; `.ci/nginx.sh` installs it) and
+//! Without nginx it fails in CI (`CI=true`; `.ci/services.sh` installs it) and
 //! skips elsewhere, saying why.
 //!
 //! Two batches of 50 GETs, counted in nginx's own access log:

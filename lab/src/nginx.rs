@@ -11,7 +11,7 @@
 //! once and refills them at the rate.
 //!
 //! [`Nginx::find`] looks for the binary on `PATH` and at `/usr/sbin/nginx`
-//! (`.ci/nginx.sh` installs Debian's package). Without it a test must fail
+//! (`.ci/services.sh` installs Debian's package). Without it a test must fail
 //! in CI (`CI=true`) and may skip on a developer machine, saying why:
 //! [`Nginx::find_or_skip`] does exactly that.
 //!
@@ -72,7 +72,8 @@ impl Nginx {
     pub fn find_or_skip() -> Option<PathBuf> {
         let found = Self::find();
         if found.is_none() {
-            let why = "nginx not found on PATH nor at /usr/sbin/nginx (.ci/nginx.sh installs it)";
+            let why =
+                "nginx not found on PATH nor at /usr/sbin/nginx (.ci/services.sh installs it)";
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
             eprintln!("SKIPPED: {why}");
         }

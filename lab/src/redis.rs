@@ -4,7 +4,7 @@
 //! is dropped.
 //!
 //! [`Redis::find`] looks for the binary on `PATH` and at
-//! `/usr/bin/redis-server` (`.ci/redis.sh` installs Debian's package).
+//! `/usr/bin/redis-server` (`.ci/services.sh` installs Debian's package).
 //! Without it a test must fail in CI (`CI=true`) and may skip on a
 //! developer machine, saying why: [`Redis::find_or_skip`] does exactly that.
 //!
@@ -64,7 +64,7 @@ impl Redis {
     pub fn find_or_skip() -> Option<PathBuf> {
         let found = Self::find();
         if found.is_none() {
-            let why = "redis-server not found on PATH nor at /usr/bin/redis-server (.ci/redis.sh installs it)";
+            let why = "redis-server not found on PATH nor at /usr/bin/redis-server (.ci/services.sh installs it)";
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
             eprintln!("SKIPPED: {why}");
         }

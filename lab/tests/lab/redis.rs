@@ -1,6 +1,6 @@
 //! The Redis starter: a real redis-server on a free loopback port, answering
 //! commands, gone when dropped. Fails in CI without redis-server
-//! (`.ci/redis.sh` installs it); skips elsewhere, saying why.
+//! (`.ci/services.sh` installs it); skips elsewhere, saying why.
 
 use std::net::TcpStream;
 
