@@ -521,7 +521,7 @@ async fn exchange(
     match receive(&mut input, call, max_body).await {
         Ok((response, reusable)) => {
             // Bytes past the answer: the framing is in doubt, never reuse.
-            let keep = (reusable && input.buffered.is_empty()).then_some(input.stream);
+            let keep = (reusable && input.buffered().is_empty()).then_some(input.stream);
             Ok((response, keep))
         }
         Err(error) => Err(Failure {
@@ -586,11 +586,15 @@ fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>)
     Ok((wire, call))
 }
 
-/// Bytes read from the connection and not yet used.
+/// Bytes read from the connection and not yet used: the window
+/// `buf[start..end]` of one buffer the socket reads into directly (no
+/// scratch copy; consuming moves `start`, nothing is shifted until the
+/// buffer's end is reached).
 struct Input {
     stream: Conn,
-    buffered: Vec<u8>,
-    scratch: Vec<u8>,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
     /// Bytes read in all: 0 means no answer had begun.
     received: usize,
 }
@@ -599,26 +603,43 @@ impl Input {
     fn new(stream: Conn) -> Input {
         Input {
             stream,
-            buffered: Vec::new(),
-            scratch: vec![0u8; CHUNK],
+            buf: vec![0u8; CHUNK],
+            start: 0,
+            end: 0,
             received: 0,
         }
     }
 
+    /// The bytes read and not yet used.
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
     /// Reads once more from the connection; `Ok(0)` at the end of the stream.
     async fn fill(&mut self) -> Result<usize, TransportError> {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        } else if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+            } else {
+                // A head longer than the buffer (bounded by MAX_HEAD).
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+        }
         let n = self
             .stream
-            .read(&mut self.scratch)
+            .read(&mut self.buf[self.end..])
             .await
             .map_err(io_error)?;
-        self.buffered.extend_from_slice(&self.scratch[..n]);
+        self.end += n;
         self.received = self.received.saturating_add(n);
         Ok(n)
     }
 
     fn consume(&mut self, n: usize) {
-        self.buffered.drain(..n.min(self.buffered.len()));
+        self.start = self.end.min(self.start.saturating_add(n));
     }
 }
 
@@ -631,7 +652,7 @@ async fn receive(
 ) -> Result<(http::Response<Bytes>, bool), TransportError> {
     let head = loop {
         let (used, head) = call
-            .try_response(&input.buffered, false)
+            .try_response(input.buffered(), false)
             .map_err(protocol)?;
         input.consume(used);
         if let Some(head) = head {
@@ -640,7 +661,7 @@ async fn receive(
         if used > 0 {
             continue; // a 1xx answer was skipped; the real one may be buffered
         }
-        if input.buffered.len() > MAX_HEAD {
+        if input.buffered().len() > MAX_HEAD {
             return Err(TransportErrorKind::Other.into());
         }
         if input.fill().await? == 0 {
@@ -657,7 +678,11 @@ async fn receive(
         return Err(TransportError::body_too_large(limit));
     }
     let (body, reusable) = match call.proceed() {
-        Some(RecvResponseResult::RecvBody(call)) => read_body(input, call, max_body).await?,
+        Some(RecvResponseResult::RecvBody(call)) => {
+            // `declared <= limit` here, so it fits in a usize.
+            let expected = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+            read_body(input, call, max_body, expected).await?
+        }
         Some(RecvResponseResult::Redirect(call)) => {
             (Bytes::new(), !call.proceed().must_close_connection())
         }
@@ -669,15 +694,26 @@ async fn receive(
 }
 
 /// Reads a body whole, decoding its framing; `true` with it when the
-/// connection may carry another request.
+/// connection may carry another request. The body is decoded straight into
+/// its own buffer, sized once from `expected` (the declared length, already
+/// checked against the limit): a large body is copied once from the
+/// connection's buffer, never regrown.
 async fn read_body(
     input: &mut Input,
     mut call: Call<RecvBody>,
     max_body: usize,
+    expected: usize,
 ) -> Result<(Bytes, bool), TransportError> {
     let close_delimited = matches!(call.body_mode(), BodyMode::CloseDelimited);
-    let mut body = Vec::new();
-    let mut out = vec![0u8; CHUNK];
+    // `body[..len]` holds the body so far; the rest is room to decode into
+    // (zeroed once: a large zeroed allocation is fresh pages, not a memset).
+    let first = if expected > 0 { expected } else { CHUNK };
+    let mut body = vec![0u8; first.min(max_body)];
+    let mut len = 0;
+    let finish = |mut body: Vec<u8>, len: usize| {
+        body.truncate(len);
+        Bytes::from(body)
+    };
     loop {
         if !close_delimited && call.can_proceed() {
             let reusable = match call.proceed() {
@@ -685,19 +721,25 @@ async fn read_body(
                 Some(RecvBodyResult::Cleanup(call)) => !call.must_close_connection(),
                 None => false,
             };
-            return Ok((Bytes::from(body), reusable));
+            return Ok((finish(body, len), reusable));
         }
-        if !input.buffered.is_empty() {
-            let (used, n) = call.read(&input.buffered, &mut out).map_err(protocol)?;
+        if !input.buffered().is_empty() {
+            if len == body.len() && len < max_body {
+                body.resize(len.saturating_mul(2).max(CHUNK).min(max_body), 0);
+            }
+            let (used, n) = call
+                .read(input.buffered(), &mut body[len..])
+                .map_err(protocol)?;
             input.consume(used);
-            if body.len().saturating_add(n) > max_body {
+            len += n;
+            if used > 0 || n > 0 {
+                continue;
+            }
+            if len == body.len() {
+                // Full to the limit, and the decoder has body bytes to give.
                 return Err(TransportError::body_too_large(
                     u64::try_from(max_body).unwrap_or(u64::MAX),
                 ));
-            }
-            body.extend_from_slice(&out[..n]);
-            if used > 0 || n > 0 {
-                continue;
             }
         }
         if input.fill().await? == 0 {
@@ -706,7 +748,7 @@ async fn read_body(
             // right after `0\r\n`); anything else was cut short. Either
             // way the connection is closed: never reused.
             return if close_delimited || call.is_ended_chunked() {
-                Ok((Bytes::from(body), false))
+                Ok((finish(body, len), false))
             } else {
                 Err(TransportErrorKind::Reset.into())
             };

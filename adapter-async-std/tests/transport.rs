@@ -130,6 +130,44 @@ fn an_oversized_body_is_refused_by_its_length_or_by_what_arrives() {
 }
 
 #[test]
+fn a_body_of_exactly_the_limit_is_whole_in_every_framing() {
+    let t = Http1Transport::new().max_body(5);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for answer in [
+        &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"[..],
+        &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n3\r\nllo\r\n0\r\n\r\n"[..],
+        &b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello"[..],
+    ] {
+        let (addr, _server) = one_shot(answer);
+        let resp = smol::block_on(t.send(get(&format!("http://{addr}/")), deadline)).unwrap();
+        assert_eq!(resp.body().as_ref(), b"hello");
+    }
+    // One byte over, without a declared length: refused by what arrives.
+    for answer in [
+        &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello!\r\n0\r\n\r\n"[..],
+        &b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello!"[..],
+    ] {
+        let (addr, _server) = one_shot(answer);
+        let err = smol::block_on(t.send(get(&format!("http://{addr}/")), deadline)).unwrap_err();
+        assert_eq!(err.kind(), TransportErrorKind::BodyTooLarge);
+    }
+}
+
+#[test]
+fn a_large_body_arrives_whole_over_many_reads() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let t = Http1Transport::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in [0, 1, 16 << 10, (16 << 10) + 1, 3 << 20] {
+        let resp = smol::block_on(t.send(get(&lab.url(&format!("/bytes/{n}"))), deadline)).unwrap();
+        assert_eq!(resp.body().len(), n);
+        assert!(resp.body().iter().all(|b| *b == b'x'));
+    }
+    // The same connection served them all: every body was read to its end.
+    assert_eq!(lab.connections(), 1);
+}
+
+#[test]
 fn a_closed_port_is_refused() {
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -29,12 +29,18 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// (or a clone of it) before it exits, so a run of calls does not pay for a
 /// new thread per attempt.
 ///
-/// * **Timeouts.** Each attempt runs with ureq's end-to-end
-///   `timeout_global` set to `abort_at - now` (DNS, connect, request, headers
-///   and body, redirects included), so a hanging server can never hold the
-///   caller past the call's deadline plus the transport cushion. The future
-///   also resolves `Aborted` by itself at `abort_at`, whatever the worker is
-///   doing.
+/// * **Timeouts.** The future resolves `Aborted` by itself at `abort_at`,
+///   whatever the worker is doing, so a hanging server can never hold the
+///   caller past the call's deadline plus the transport cushion. On the
+///   worker, each phase of the exchange (connect, sending the request, the
+///   answer's head, its body) gets ureq's phase timeout set to the whole
+///   time left, `abort_at - now`, so each phase's timeout fires at or after
+///   `abort_at`. Not ureq's end-to-end `timeout_global`: with it, ureq
+///   resolves the host name on a thread of its own, spawned for every
+///   request, even one sent on a pooled connection (a thread spawn per
+///   attempt cost a batch of 10 KiB answers 4× the time of plain ureq); the
+///   name is resolved on the worker instead, which is already off the
+///   caller's thread.
 /// * **Bodies** are read whole, up to [`body_limit`](Self::body_limit)
 ///   bytes after decoding (default 16 MiB): a larger body (or a
 ///   `Content-Length` above the limit) ends the attempt at once with a
@@ -49,8 +55,8 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 ///   set on every request, whatever the agent's own setting).
 /// * **Errors** map to the kinds the machines decide by: connection refused →
 ///   `Refused`; reset, aborted, broken pipe, early EOF → `Reset`; host not
-///   found → `Dns`; a ureq timeout → `Timeout` (`Aborted` for the end-to-end
-///   one, which is `abort_at`); a rejected certificate → `Certificate`
+///   found → `Dns`; a ureq timeout → `Timeout` (`Aborted` when it fires at
+///   or after `abort_at`); a rejected certificate → `Certificate`
 ///   (permanent); other TLS failures → `Tls`; a bad URL or request →
 ///   `InvalidRequest` (permanent); too many redirects → `TooManyRedirects`
 ///   (permanent); anything else → `Other`. The ureq error is kept as the
@@ -69,8 +75,11 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// 1. the call returns at once (`Cancelled`); the attempt's result will be
 ///    thrown away;
 /// 2. the worker thread and its socket live on until the attempt ends by
-///    itself, at the latest when its timeout fires at `abort_at` (the call's
-///    deadline plus the cushion); then the connection is closed and the
+///    itself: when the server answers, or when the phase it is in times
+///    out — a phase that has already begun when `abort_at` (the call's
+///    deadline plus the cushion) passes runs at most until its own
+///    timeout, `abort_at - start` after the phase began (a hanging server
+///    is dropped at `abort_at`); then the connection is closed and the
 ///    thread goes idle (and exits when it is not reused);
 /// 3. the request may well have reached the server, and the server may act
 ///    on it: a cancel never promises otherwise.
@@ -295,9 +304,9 @@ impl Transport for UreqTransport {
             // Uncounted before the caller can start the next attempt, so
             // the count never shows the next attempt and this one together.
             drop(live);
-            if let Some(w) = waker {
-                w.wake();
-            }
+            // The worker wakes the caller once it is idle again (see
+            // `Pool::work`), so that the caller's next attempt finds it.
+            waker
         });
         if Pool::run(&self.pool, job).is_err() {
             // No thread to run it on (the job, and its `Live`, are gone).
@@ -307,8 +316,9 @@ impl Transport for UreqTransport {
     }
 }
 
-/// One attempt, packaged for a worker thread.
-type Job = Box<dyn FnOnce() + Send>;
+/// One attempt, packaged for a worker thread; returns the waker of the
+/// caller waiting for it, which the worker wakes once it is idle again.
+type Job = Box<dyn FnOnce() -> Option<Waker> + Send>;
 
 /// Idle worker threads, shared by the clones of a transport: each waits
 /// [`UreqTransport::WORKER_IDLE`] for a job on its channel, then leaves.
@@ -351,8 +361,16 @@ impl Pool {
         let (tx, rx) = mpsc::channel::<Job>();
         let mut job = first;
         loop {
-            job();
+            let waker = job();
+            // Listed as idle *before* the caller is woken: a caller that
+            // sends its next attempt at once (a batch, a retry without
+            // delay) hands it to this thread instead of spawning another
+            // (waking first cost a thread spawn per attempt: 4.2× the wall
+            // time of plain ureq threads in the scale-batch suite).
             self.idle().push((id, tx.clone()));
+            if let Some(w) = waker {
+                w.wake();
+            }
             job = match rx.recv_timeout(UreqTransport::WORKER_IDLE) {
                 Ok(next) => next,
                 Err(_) => {
@@ -389,8 +407,8 @@ fn bodiless(method: &http::Method) -> bool {
     )
 }
 
-/// One attempt, on the worker thread: the whole exchange and the body read
-/// under one end-to-end timeout that ends at `abort_at`.
+/// One attempt, on the worker thread: the whole exchange and the body read,
+/// each phase bounded by the time left until `abort_at`.
 fn attempt(
     agent: &ureq::Agent,
     request: http::Request<Bytes>,
@@ -407,7 +425,12 @@ fn attempt(
             .configure_request(http::Request::from_parts(parts, ()))
             .http_status_as_error(false)
             .max_redirects(0)
-            .timeout_global(Some(left))
+            .timeout_global(None)
+            .timeout_connect(Some(left))
+            .timeout_send_request(Some(left))
+            .timeout_send_body(Some(left))
+            .timeout_recv_response(Some(left))
+            .timeout_recv_body(Some(left))
             .build();
         agent.run(request)
     } else {
@@ -415,11 +438,24 @@ fn attempt(
             .configure_request(http::Request::from_parts(parts, &body[..]))
             .http_status_as_error(false)
             .max_redirects(0)
-            .timeout_global(Some(left))
+            .timeout_global(None)
+            .timeout_connect(Some(left))
+            .timeout_send_request(Some(left))
+            .timeout_send_body(Some(left))
+            .timeout_recv_response(Some(left))
+            .timeout_recv_body(Some(left))
             .build();
         agent.run(request)
     };
-    let mut response = sent.map_err(error)?;
+    // A phase's timeout fires at or after `abort_at` (each phase has the
+    // whole time left): that is the attempt's end-to-end abort.
+    let timed_out = |e: ureq::Error| match e {
+        ureq::Error::Timeout(_) if Instant::now() >= abort_at => {
+            TransportError::new(TransportErrorKind::Aborted).with_source(e)
+        }
+        e => error(e),
+    };
+    let mut response = sent.map_err(timed_out)?;
     let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
     let declared = response
         .headers()
@@ -436,7 +472,7 @@ fn attempt(
         .read_to_vec()
         .map_err(|e| match e {
             ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
-            e => error(e),
+            e => timed_out(e),
         })?;
     let (parts, _) = response.into_parts();
     Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
@@ -498,7 +534,10 @@ mod tests {
             let (tx, rx) = mpsc::channel();
             Pool::run(
                 pool,
-                Box::new(move || tx.send(std::thread::current().id()).unwrap()),
+                Box::new(move || {
+                    tx.send(std::thread::current().id()).unwrap();
+                    None
+                }),
             )
             .unwrap();
             rx.recv_timeout(Duration::from_secs(5)).unwrap()
@@ -524,18 +563,58 @@ mod tests {
             Box::new(move || {
                 id_tx.send(std::thread::current().id()).unwrap();
                 let _ = gate_rx.recv_timeout(Duration::from_secs(5));
+                None
             }),
         )
         .unwrap();
         Pool::run(
             &pool,
-            Box::new(move || id_tx2.send(std::thread::current().id()).unwrap()),
+            Box::new(move || {
+                id_tx2.send(std::thread::current().id()).unwrap();
+                None
+            }),
         )
         .unwrap();
         let a = id_rx.recv_timeout(Duration::from_secs(5)).unwrap();
         let b = id_rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_ne!(a, b);
         drop(gate_tx);
+    }
+
+    /// The caller is woken only once the worker is listed idle again, so a
+    /// caller that sends its next attempt at once reuses the worker instead
+    /// of spawning a thread per attempt.
+    #[test]
+    fn the_caller_is_woken_after_the_worker_is_idle_again() {
+        struct Report(Arc<Pool>, Mutex<mpsc::Sender<usize>>);
+        impl std::task::Wake for Report {
+            fn wake(self: Arc<Self>) {
+                let idle = self.0.idle().len();
+                let _ = lock_sender(&self.1).send(idle);
+            }
+        }
+        fn lock_sender<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+            m.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+        let pool = Arc::new(Pool::default());
+        let (tx, rx) = mpsc::channel();
+        let mut threads = std::collections::HashSet::new();
+        for _ in 0..20 {
+            let waker = Waker::from(Arc::new(Report(Arc::clone(&pool), Mutex::new(tx.clone()))));
+            let (id_tx, id_rx) = mpsc::channel();
+            Pool::run(
+                &pool,
+                Box::new(move || {
+                    id_tx.send(std::thread::current().id()).unwrap();
+                    Some(waker)
+                }),
+            )
+            .unwrap();
+            threads.insert(id_rx.recv_timeout(Duration::from_secs(5)).unwrap());
+            // At the wake, the worker is already back on the idle list.
+            assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
+        }
+        assert_eq!(threads.len(), 1, "20 sequential jobs, one worker thread");
     }
 
     #[test]

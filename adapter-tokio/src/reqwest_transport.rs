@@ -209,16 +209,35 @@ pub(crate) async fn read_whole(
     *out.version_mut() = response.version();
     *out.headers_mut() = std::mem::take(response.headers_mut());
     detach_values(out.headers_mut());
+    // Sized once from Content-Length (bounded by the limit): a large body
+    // is copied once, never regrown; a body that arrives as one chunk is
+    // not copied at all.
+    let expected = response
+        .content_length()
+        .map_or(0, |n| usize::try_from(n).unwrap_or(max_body).min(max_body));
+    let mut first: Option<Bytes> = None;
     let mut body = BytesMut::new();
     while let Some(chunk) = response.chunk().await.map_err(error)? {
-        if body.len().saturating_add(chunk.len()) > max_body {
+        let so_far = first.as_ref().map_or(0, Bytes::len) + body.len();
+        if so_far.saturating_add(chunk.len()) > max_body {
             // Dropping the response closes the connection: the rest is
             // never downloaded.
             return Err(TransportError::body_too_large(limit));
         }
+        if so_far == 0 && body.capacity() == 0 {
+            first = Some(chunk);
+            continue;
+        }
+        if let Some(head) = first.take() {
+            body.reserve(expected.max(head.len() + chunk.len()));
+            body.extend_from_slice(&head);
+        }
         body.extend_from_slice(&chunk);
     }
-    *out.body_mut() = body.freeze();
+    *out.body_mut() = match first {
+        Some(only) => only,
+        None => body.freeze(),
+    };
     Ok(out)
 }
 

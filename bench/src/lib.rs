@@ -22,6 +22,7 @@
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod batch_scale;
 pub mod cancel;
 pub mod deadline;
 pub mod nohints;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale sizes overhead tls all
+//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls all
 //! ```
 #![forbid(unsafe_code)]
 
@@ -10,11 +10,21 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use polite_bench::{
-    Size, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table, tls,
+    Size, batch_scale, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table, tls,
 };
 
 const SUITES: &[&str] = &[
-    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "tls", "all",
+    "poll",
+    "quota",
+    "nohints",
+    "deadline",
+    "cancel",
+    "scale",
+    "scale-batch",
+    "sizes",
+    "overhead",
+    "tls",
+    "all",
 ];
 
 fn usage() -> ExitCode {
@@ -33,6 +43,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "deadline" => deadline::run(size),
         "cancel" => cancel::run(size),
         "scale" => scale::run(size),
+        "scale-batch" => batch_scale::run(size),
         "sizes" => vec![scale::sizes_table(size)],
         "overhead" => overhead::run(size),
         "tls" => tls::run(size),
@@ -68,6 +79,19 @@ fn main() -> ExitCode {
             scale::scale_client(addr, n, variant);
             ExitCode::SUCCESS
         }
+        // Hidden helper of the scale-batch suite (one process per run).
+        Some("batch-client") => {
+            let (Some(url), Some(n), Some(size), Some(client)) = (
+                args.get(1),
+                arg::<usize>(&args, 2),
+                arg::<usize>(&args, 3),
+                args.get(4),
+            ) else {
+                return usage();
+            };
+            batch_scale::batch_client(url, n, size, client);
+            ExitCode::SUCCESS
+        }
         Some(suite) if SUITES.contains(&suite) => {
             let size = if args.iter().any(|a| a == "--smoke") {
                 Size::Smoke
@@ -76,7 +100,15 @@ fn main() -> ExitCode {
             };
             let names: Vec<&str> = if suite == "all" {
                 vec![
-                    "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale", "tls",
+                    "overhead",
+                    "deadline",
+                    "cancel",
+                    "poll",
+                    "quota",
+                    "nohints",
+                    "scale",
+                    "scale-batch",
+                    "tls",
                 ]
             } else {
                 vec![suite]

@@ -13,7 +13,15 @@ fn every_suite_runs_at_smoke_size() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     for suite in [
-        "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale",
+        "overhead",
+        "deadline",
+        "cancel",
+        "poll",
+        "quota",
+        "nohints",
+        "scale",
+        "scale-batch",
+        "tls",
     ] {
         assert!(
             stdout.contains(&format!("## {suite}")),
@@ -21,6 +29,8 @@ fn every_suite_runs_at_smoke_size() {
         );
     }
     assert!(!stdout.contains("**Failed run**"), "{stdout}");
+    // scale-batch: a client process that failed says so in its row.
+    assert!(!stdout.contains("| failed: "), "{stdout}");
     println!("{stdout}");
 }
 

@@ -31,7 +31,9 @@ pub use crate::transport::{Cancel, Clock, NoTransport, Transport};
 pub use crate::{answer::HttpAnswer, runtime::DEFAULT_MAX_BODY};
 pub use polite_core::budget::{RetryBucket, RetryCosts};
 pub use polite_core::drive::Classify;
-pub use polite_core::policy::{Backoff, Jitter, MaxRetries, RetryAfterLimits, StatusSet};
+pub use polite_core::policy::{
+    Backoff, Jitter, MaxRetries, RetryAfterLimits, StatusSet, TransportKinds,
+};
 pub use polite_core::poll::{JobReport, TerminalStates};
 pub use polite_core::ratelimit::RateLimitHeaders;
 pub use polite_core::record::AttemptRecord;

@@ -150,7 +150,8 @@ pub(crate) fn judge<R: Rng + ?Sized>(
 /// is not a success. `response` gives the headers for HTTP replies.
 ///
 /// Order of the checks: not retryable by class → `NotRetryable` (a permanent
-/// transport error → `Permanent`, whatever the replayability); not
+/// transport error, or a kind [`RetryPolicy::retried_transport`] leaves
+/// out → `Permanent`, whatever the replayability); not
 /// replayable → `NotReplayable`; class budget (or the total budget) spent
 /// → `RateLimited` or `RetriesExhausted`; server delay over the automatic
 /// wait cap → `RateLimited { retry_at }`; next send at or after the
@@ -179,8 +180,10 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
             Some(r) => policy.class_of_response(r),
             None => policy.class_of(s),
         },
-        // Permanent kinds have no class: never retried (SPEC §5).
-        Reply::Transport(k) => (!k.is_permanent()).then_some(RetryClass::Transport),
+        // Permanent kinds have no class: never retried (SPEC §5); nor have
+        // the kinds the policy leaves out.
+        Reply::Transport(k) => (!k.is_permanent() && policy.retried_transport.contains(k))
+            .then_some(RetryClass::Transport),
     };
     let mut judged = Judged {
         verdict: Verdict::Stop(Outcome::Cancelled),

@@ -154,3 +154,85 @@ fn batch_items_stop_at_once_with_the_cause_and_the_others_go_on() {
         ]
     );
 }
+
+/// `RetryPolicy::retried_transport`: a kind the user leaves out is
+/// treated like a permanent one — one send, `Permanent { cause }` — by the
+/// retry and poll machines, while the kinds left in are still retried; a
+/// permanent kind put in the set is still never retried.
+#[test]
+fn kinds_left_out_of_the_policy_are_not_retried() {
+    use polite_core::policy::TransportKinds;
+    let t0 = origin();
+    let retry = RetryPolicy {
+        retried_transport: TransportKinds::RETRYABLE
+            .without(K::Timeout)
+            .with(K::Certificate),
+        ..RetryPolicy::default()
+    };
+    for kind in [K::Timeout, K::Certificate, K::Reset] {
+        let stops = kind != K::Reset;
+        let mut m = RetryMachine::new(
+            retry,
+            RequestInfo::new(RequestId(1), Method::Get),
+            SplitMix64::new(7),
+            t0,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let Action::Send(plan) = m.poll_action() else {
+            panic!("first action is a send")
+        };
+        m.handle(t0, Event::TransportError(plan.id, kind));
+        let action = m.poll_action();
+        if stops {
+            assert_eq!(action, Action::Stop(Outcome::Permanent { cause: kind }));
+        } else {
+            assert!(matches!(action, Action::SleepUntil(_)), "{action:?}");
+        }
+
+        let mut p = PollMachine::new(
+            PollPolicy {
+                retry,
+                ..PollPolicy::default()
+            },
+            RequestInfo::new(RequestId(1), Method::Get),
+            SplitMix64::new(7),
+            t0,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let Action::Send(plan) = p.poll_action() else {
+            panic!("first action is a send")
+        };
+        p.handle(t0, Event::TransportError(plan.id, kind));
+        let action = p.poll_action();
+        if stops {
+            assert_eq!(action, Action::Stop(Outcome::Permanent { cause: kind }));
+        } else {
+            assert!(matches!(action, Action::SleepUntil(_)), "{action:?}");
+        }
+    }
+    // Nothing retried at all.
+    let none = RetryPolicy {
+        retried_transport: TransportKinds::NONE,
+        ..RetryPolicy::default()
+    };
+    for kind in BLIPS {
+        let mut m = RetryMachine::new(
+            none,
+            RequestInfo::new(RequestId(1), Method::Get),
+            SplitMix64::new(7),
+            t0,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let Action::Send(plan) = m.poll_action() else {
+            panic!("first action is a send")
+        };
+        m.handle(t0, Event::TransportError(plan.id, kind));
+        assert_eq!(
+            m.poll_action(),
+            Action::Stop(Outcome::Permanent { cause: kind })
+        );
+    }
+}

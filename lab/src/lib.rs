@@ -16,6 +16,7 @@
 //! | `GET /runs/{id}?waitSeconds=N` | long poll: held until the job is terminal (answered at that instant) or N seconds pass (capped by [`LabConfig::max_wait`]) |
 //! | `GET\|PUT\|DELETE /items/{k}` | `200 {"item":"k"}` |
 //! | `POST /items/{k}` | `201 {"item":"k"}` |
+//! | `GET /bytes/{n}` | `200`, `n` bytes of `application/octet-stream` (n ≤ 16 MiB; 400 otherwise), served from one shared buffer — for batches of large bodies |
 //! | any method `/redirect?to=URL[&status=N]` | `N` (301, 302, 303, 307, 308; default 302) with `Location: URL`, for redirect tests (e.g. from a TLS lab to a plain one) |
 //! | anything else | 404 (405 for a known path with another method) |
 //!

@@ -18,8 +18,8 @@ use polite_lab::{
 /// Serve the polite lab (a test HTTP/1.1 server) on 127.0.0.1 until Ctrl-C.
 ///
 /// Endpoints: POST /runs; GET /runs/{id}[?waitSeconds=N] (long poll);
-/// GET|PUT|POST|DELETE /items/{k}. Durations are like 500ms, 2s, 1.5s, 1m (a
-/// bare number is seconds).
+/// GET|PUT|POST|DELETE /items/{k}; GET /bytes/{n} (n bytes). Durations are
+/// like 500ms, 2s, 1.5s, 1m (a bare number is seconds).
 #[derive(Debug, Parser)]
 #[command(name = "polite-lab", version)]
 struct Args {
@@ -294,6 +294,7 @@ fn main() -> ExitCode {
     println!("  POST {}", lab.url("/runs"));
     println!("  GET  {}?waitSeconds=N", lab.url("/runs/{id}"));
     println!("  GET|PUT|POST|DELETE {}", lab.url("/items/{k}"));
+    println!("  GET  {}", lab.url("/bytes/{n}"));
     println!("Ctrl-C to stop.");
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

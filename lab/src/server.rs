@@ -179,7 +179,7 @@ impl Shared {
                     200,
                     json!({
                         "lab": "polite-lab",
-                        "endpoints": ["POST /runs", "GET /runs/{id}[?waitSeconds=N]", "GET|PUT|POST|DELETE /items/{k}", "* /redirect?to=URL[&status=N]"],
+                        "endpoints": ["POST /runs", "GET /runs/{id}[?waitSeconds=N]", "GET|PUT|POST|DELETE /items/{k}", "GET /bytes/{n}", "* /redirect?to=URL[&status=N]"],
                     }),
                 )
             } else {
@@ -201,6 +201,15 @@ impl Shared {
                 self.get_run(id, query).await
             } else {
                 Answer::method_not_allowed("GET")
+            };
+        }
+        if let Some(n) = path.strip_prefix("/bytes/") {
+            return match (method, parse_bytes(n)) {
+                (&Method::GET, Some(n)) => Answer::bytes(n),
+                (&Method::GET, None) => Answer::validation_error(
+                    "invalid size: expected /bytes/{n}, n a whole number of bytes up to 16777216",
+                ),
+                _ => Answer::method_not_allowed("GET"),
             };
         }
         if let Some(key) = path.strip_prefix("/items/").filter(|k| !k.is_empty()) {
@@ -341,7 +350,9 @@ enum Decision {
 #[derive(Debug)]
 struct Answer {
     status: u16,
-    body: String,
+    body: Bytes,
+    /// `application/json` unless it says otherwise.
+    content_type: &'static str,
     headers: Vec<(HeaderName, String)>,
 }
 
@@ -349,7 +360,21 @@ impl Answer {
     fn json(status: u16, body: serde_json::Value) -> Self {
         Answer {
             status,
-            body: body.to_string(),
+            body: Bytes::from(body.to_string()),
+            content_type: "application/json",
+            headers: Vec::new(),
+        }
+    }
+
+    /// `n` bytes of `application/octet-stream` (`GET /bytes/{n}`): a slice
+    /// of one shared buffer, so serving a large body copies nothing.
+    fn bytes(n: usize) -> Self {
+        static BUFFER: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+        let buffer = BUFFER.get_or_init(|| Bytes::from(vec![b'x'; MAX_BYTES]));
+        Answer {
+            status: 200,
+            body: buffer.slice(..n.min(MAX_BYTES)),
+            content_type: "application/octet-stream",
             headers: Vec::new(),
         }
     }
@@ -369,6 +394,17 @@ impl Answer {
         a.headers.push((header::ALLOW, allow.to_owned()));
         a
     }
+}
+
+/// The largest body `GET /bytes/{n}` serves: 16 MiB.
+const MAX_BYTES: usize = 16 << 20;
+
+/// `n` of `/bytes/{n}`: ASCII digits, at most [`MAX_BYTES`].
+fn parse_bytes(text: &str) -> Option<usize> {
+    if text.is_empty() || text.len() > 9 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok().filter(|&n| n <= MAX_BYTES)
 }
 
 /// The error a handler returns to make hyper drop the connection unanswered.
@@ -391,7 +427,7 @@ fn respond(
     quota: Option<&QuotaView>,
     server_now: SystemTime,
 ) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(answer.body)));
+    let mut resp = Response::new(Full::new(answer.body));
     *resp.status_mut() =
         StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let h = resp.headers_mut();
@@ -401,7 +437,7 @@ fn respond(
         }
     };
     put(header::DATE, wire::imf_fixdate(server_now));
-    put(header::CONTENT_TYPE, "application/json".to_owned());
+    put(header::CONTENT_TYPE, answer.content_type.to_owned());
     for (name, value) in answer.headers {
         put(name, value);
     }
@@ -685,6 +721,28 @@ mod tests {
         for bad in ["", "-1", "+1", "1.5", " 1", "1 ", "abc", "9999999999", "１"] {
             assert_eq!(parse_wait_seconds(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn byte_sizes_are_strict() {
+        assert_eq!(parse_bytes("0"), Some(0));
+        assert_eq!(parse_bytes("1048576"), Some(1 << 20));
+        assert_eq!(parse_bytes("16777216"), Some(MAX_BYTES));
+        for bad in [
+            "",
+            "16777217",
+            "999999999",
+            "1234567890",
+            "-1",
+            "1k",
+            " 1",
+            "１",
+        ] {
+            assert_eq!(parse_bytes(bad), None, "{bad:?}");
+        }
+        let answer = Answer::bytes(10);
+        assert_eq!((answer.status, &answer.body[..]), (200, &b"xxxxxxxxxx"[..]));
+        assert_eq!(answer.content_type, "application/octet-stream");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub(crate) use retry::RetryPolicy;
 
 use std::time::Duration;
 
-use crate::input::RetryClass;
+use crate::input::{RetryClass, TransportErrorKind};
 
 /// A policy that makes no sense, named by the field at fault.
 ///
@@ -296,9 +296,159 @@ impl std::fmt::Debug for StatusSet {
     }
 }
 
+/// A set of [`TransportErrorKind`]s: the ones a [`RetryPolicy`] retries
+/// ([`RetryPolicy::retried_transport`]). A kind left out ends the request at
+/// its first occurrence with [`Outcome::Permanent`](crate::Outcome::Permanent),
+/// as a [permanent](TransportErrorKind::is_permanent) kind always does —
+/// putting a permanent kind in the set does not make it retried (SPEC §5).
+///
+/// ```
+/// use polite_core::policy::TransportKinds;
+/// use polite_core::TransportErrorKind as K;
+/// // Do not retry timeouts (the server may still be working on the request).
+/// let kinds = TransportKinds::RETRYABLE.without(K::Timeout).without(K::Aborted);
+/// assert!(kinds.contains(K::Reset) && !kinds.contains(K::Timeout));
+/// assert!(!TransportKinds::RETRYABLE.contains(K::Certificate)); // permanent
+/// assert_eq!(TransportKinds::of(&[K::Refused, K::Dns]), TransportKinds::NONE.with(K::Dns).with(K::Refused));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TransportKinds {
+    bits: u32,
+}
+
+impl TransportKinds {
+    /// No kind: transport errors are never retried.
+    pub const NONE: TransportKinds = TransportKinds { bits: 0 };
+
+    /// Every kind that is not [permanent](TransportErrorKind::is_permanent):
+    /// refused, reset, DNS, timeout, aborted, TLS, other. The default.
+    pub const RETRYABLE: TransportKinds = TransportKinds::of(&[
+        TransportErrorKind::Refused,
+        TransportErrorKind::Reset,
+        TransportErrorKind::Dns,
+        TransportErrorKind::Timeout,
+        TransportErrorKind::Aborted,
+        TransportErrorKind::Tls,
+        TransportErrorKind::Other,
+    ]);
+
+    /// A set of the given kinds.
+    #[must_use]
+    pub const fn of(kinds: &[TransportErrorKind]) -> TransportKinds {
+        let mut set = TransportKinds::NONE;
+        let mut i = 0;
+        while i < kinds.len() {
+            set = set.with(kinds[i]);
+            i += 1;
+        }
+        set
+    }
+
+    const fn bit(kind: TransportErrorKind) -> u32 {
+        1 << (kind as u32)
+    }
+
+    /// This set and `kind`.
+    #[must_use]
+    pub const fn with(self, kind: TransportErrorKind) -> TransportKinds {
+        TransportKinds {
+            bits: self.bits | Self::bit(kind),
+        }
+    }
+
+    /// This set without `kind`.
+    #[must_use]
+    pub const fn without(self, kind: TransportErrorKind) -> TransportKinds {
+        TransportKinds {
+            bits: self.bits & !Self::bit(kind),
+        }
+    }
+
+    /// Whether `kind` is in the set.
+    #[must_use]
+    #[inline]
+    pub const fn contains(self, kind: TransportErrorKind) -> bool {
+        self.bits & Self::bit(kind) != 0
+    }
+}
+
+impl Default for TransportKinds {
+    fn default() -> Self {
+        TransportKinds::RETRYABLE
+    }
+}
+
+impl std::fmt::Debug for TransportKinds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use TransportErrorKind as K;
+        const ALL: [TransportErrorKind; 12] = [
+            K::Refused,
+            K::Reset,
+            K::Dns,
+            K::Timeout,
+            K::Aborted,
+            K::Tls,
+            K::Other,
+            K::BodyTooLarge,
+            K::TooManyRedirects,
+            K::RedirectNotReplayable,
+            K::Certificate,
+            K::InvalidRequest,
+        ];
+        f.debug_set()
+            .entries(ALL.iter().filter(|k| self.contains(**k)))
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transport_kinds() {
+        use TransportErrorKind as K;
+        let all = [
+            K::Refused,
+            K::Reset,
+            K::Dns,
+            K::Timeout,
+            K::Aborted,
+            K::Tls,
+            K::Other,
+            K::BodyTooLarge,
+            K::TooManyRedirects,
+            K::RedirectNotReplayable,
+            K::Certificate,
+            K::InvalidRequest,
+        ];
+        // RETRYABLE is exactly the kinds that are not permanent.
+        for k in all {
+            assert_eq!(
+                TransportKinds::RETRYABLE.contains(k),
+                !k.is_permanent(),
+                "{k:?}"
+            );
+            assert!(!TransportKinds::NONE.contains(k));
+            assert!(TransportKinds::NONE.with(k).contains(k));
+            assert!(!TransportKinds::of(&all).without(k).contains(k));
+            assert!(TransportKinds::of(&all).contains(k));
+        }
+        // Every kind has its own bit.
+        let bits: Vec<u32> = all
+            .iter()
+            .map(|k| TransportKinds::NONE.with(*k).bits)
+            .collect();
+        for (i, b) in bits.iter().enumerate() {
+            assert_eq!(b.count_ones(), 1);
+            assert!(!bits[..i].contains(b));
+        }
+        assert_eq!(TransportKinds::default(), TransportKinds::RETRYABLE);
+        assert_eq!(
+            format!("{:?}", TransportKinds::of(&[K::Dns, K::Refused])),
+            "{Refused, Dns}"
+        );
+    }
 
     #[test]
     fn status_set_bounds() {

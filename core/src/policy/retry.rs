@@ -9,7 +9,8 @@ use std::time::Duration;
 use crate::input::{Response, RetryClass};
 
 use super::{
-    Backoff, BackoffExponent, Jitter, MaxRetries, PolicyError, RetryAfterLimits, StatusSet, invalid,
+    Backoff, BackoffExponent, Jitter, MaxRetries, PolicyError, RetryAfterLimits, StatusSet,
+    TransportKinds, invalid,
 };
 
 /// Everything [`RetryMachine`](crate::RetryMachine) decides by: the classes of
@@ -81,6 +82,14 @@ pub struct RetryPolicy {
     /// ends early on a cancel and never passes the deadline. Default `false`:
     /// stop at once.
     pub backoff_when_budget_empty: bool,
+    /// The transport error kinds retried (as the transport class, within
+    /// [`MaxRetries::transport`]). Default
+    /// [`TransportKinds::RETRYABLE`]: every kind that is not permanent. A
+    /// kind left out ends the request at its first occurrence with
+    /// [`Outcome::Permanent`](crate::Outcome::Permanent) — e.g. leave out
+    /// `Timeout` and `Aborted` when a timed-out request may still have
+    /// been carried out.
+    pub retried_transport: TransportKinds,
 }
 
 impl Default for RetryPolicy {
@@ -97,6 +106,7 @@ impl Default for RetryPolicy {
             backoff_exponent: BackoffExponent::ClassRetries,
             retry_after_ms: None,
             backoff_when_budget_empty: false,
+            retried_transport: TransportKinds::RETRYABLE,
         }
     }
 }

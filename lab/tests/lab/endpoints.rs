@@ -169,6 +169,30 @@ fn items_answer_every_method() {
 }
 
 #[test]
+fn bytes_serves_the_size_asked() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let a = agent(secs(10));
+    let reply = request(&a, "GET", &lab.url("/bytes/1048576")).unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body.len(), 1 << 20);
+    assert!(reply.body.bytes().all(|b| b == b'x'));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(get(&lab.url("/bytes/0")).body, "");
+    for bad in ["/bytes/16777217", "/bytes/1k", "/bytes/"] {
+        let reply = get(&lab.url(bad));
+        assert_eq!(reply.status, 400, "{bad}");
+        assert_eq!(reply.json()["code"], "VALIDATION_ERROR", "{bad}");
+    }
+    assert_eq!(
+        request(&a, "POST", &lab.url("/bytes/1")).unwrap().status,
+        405
+    );
+}
+
+#[test]
 fn declared_jobs_start_their_clock_as_configured() {
     let first = Lab::start(LabConfig::default().job("j", ms(300), JobState::Cancelled)).unwrap();
     let at_start = Lab::start(LabConfig::default().job_clock(JobClock::LabStart).job(
