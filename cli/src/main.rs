@@ -6,6 +6,7 @@ mod args;
 mod demo;
 mod exit;
 mod log;
+mod progress;
 mod redact;
 mod request;
 mod run;
