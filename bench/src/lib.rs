@@ -25,6 +25,7 @@ pub struct ReadmeDoctests;
 pub mod cancel;
 pub mod deadline;
 pub mod nohints;
+pub mod observe;
 pub mod overhead;
 pub mod poll;
 pub mod proc;

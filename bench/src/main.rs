@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale sizes overhead tls all
+//! suites: poll quota nohints deadline cancel scale sizes overhead tls observe all
 //! ```
 #![forbid(unsafe_code)]
 
@@ -10,11 +10,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use polite_bench::{
-    Size, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table, tls,
+    Size, cancel, deadline, nohints, observe, overhead, poll, quota, scale, stats::Table, tls,
 };
 
 const SUITES: &[&str] = &[
-    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "tls", "all",
+    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "tls",
+    "observe", "all",
 ];
 
 fn usage() -> ExitCode {
@@ -36,6 +37,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "sizes" => vec![scale::sizes_table(size)],
         "overhead" => overhead::run(size),
         "tls" => tls::run(size),
+        "observe" => observe::run(size),
         _ => Vec::new(),
     }
 }
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
             let names: Vec<&str> = if suite == "all" {
                 vec![
                     "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale", "tls",
+                    "observe",
                 ]
             } else {
                 vec![suite]
