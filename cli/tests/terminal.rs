@@ -1,5 +1,6 @@
 //! `polite batch` in a real terminal: runs the binary in a private tmux
-//! server (its own socket, killed at the end) against the lab, reads the
+//! server (its socket in a temporary directory, killed at the end and the
+//! directory removed) against the lab, reads the
 //! screen with `tmux capture-pane -p` while the batch runs, and checks the
 //! live progress line (done/total with the input from a file, 429s so far,
 //! the pace's rate, the ETA; done without a total from a pipe) and that
@@ -14,13 +15,14 @@ use std::time::{Duration, Instant};
 
 use polite_lab::{Lab, LabConfig, Quota};
 
-/// A tmux server of our own, killed on drop.
+/// A tmux server of our own (its socket in the test's directory), killed
+/// on drop.
 struct Tmux {
-    socket: String,
+    socket: PathBuf,
 }
 
 impl Tmux {
-    fn start() -> Option<Tmux> {
+    fn start(dir: &Path) -> Option<Tmux> {
         let found = Command::new("tmux")
             .arg("-V")
             .output()
@@ -34,13 +36,13 @@ impl Tmux {
             return None;
         }
         Some(Tmux {
-            socket: format!("polite-test-{}", std::process::id()),
+            socket: dir.join("tmux.sock"),
         })
     }
 
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
             .output()
@@ -118,13 +120,16 @@ fn command(input: &str, out: &Path) -> String {
 
 #[test]
 fn batch_shows_a_live_progress_line_on_a_terminal_and_clears_it() {
-    let Some(tmux) = Tmux::start() else { return };
-    // The server takes 8 a second; the client starts at 12: 429s with
-    // Retry-After, and the adaptive pace settles below 12/s.
-    let lab =
-        Lab::start(LabConfig::default().quota(Quota::sliding(8, Duration::from_secs(1)))).unwrap();
     let dir = std::env::temp_dir().join(format!("polite-terminal-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let Some(tmux) = Tmux::start(&dir) else {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    };
+    // The server takes 8 a second; the client starts at 12: 429s with
+    // Retry-After (a cool-down for every item).
+    let lab =
+        Lab::start(LabConfig::default().quota(Quota::sliding(8, Duration::from_secs(1)))).unwrap();
     let urls = write_urls(&dir, &lab, 30);
 
     // Input from a file: done/total and an ETA.
