@@ -4,7 +4,9 @@
 # when they are missing:
 #   nginx         -- the third-party rate limiter without hints
 #                    (adapter-blocking/tests/nginx.rs, cli/tests/nohints.rs);
-#   redis-server  -- the fleet pace's shared store (lab/src/redis.rs).
+#   redis-server  -- the fleet pace's shared store (lab/src/redis.rs);
+#   tmux          -- a real terminal for `polite batch`'s progress line
+#                    (cli/tests/terminal.rs).
 # A failed install is reported here; the tests then fail in CI (CI=true), and
 # skip, saying why, on a developer machine.
 set -u
@@ -39,4 +41,5 @@ need() {
 
 need nginx /usr/sbin/nginx nginx
 need redis-server /usr/bin/redis-server redis-server
+need tmux /usr/bin/tmux tmux
 exit 0

@@ -233,6 +233,9 @@ pub use clock::AsyncIoClock;
 pub use http1::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IDLE_PER_HOST, Http1Transport};
 pub use polite_client::CancelToken;
 pub use polite_client::api::*;
+/// Metrics of every call (feature `metrics`): names, labels, `describe()`.
+#[cfg(feature = "metrics")]
+pub use polite_client::metrics;
 #[cfg(feature = "ctrl-c")]
 pub use runtime::cancel_on_ctrl_c;
 pub use runtime::{AsyncIo, Client};

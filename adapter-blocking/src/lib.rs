@@ -140,6 +140,9 @@ pub use block_on::block_on;
 pub use clock::ThreadClock;
 pub use polite_client::CancelToken;
 pub use polite_client::api::*;
+/// Metrics of every call (feature `metrics`): names, labels, `describe()`.
+#[cfg(feature = "metrics")]
+pub use polite_client::metrics;
 #[cfg(feature = "ctrl-c")]
 pub use runtime::cancel_on_ctrl_c;
 pub use runtime::{Client, Threads};

@@ -107,6 +107,9 @@ pub use clock::TokioClock;
 #[cfg(feature = "middleware")]
 pub use middleware::PoliteMiddleware;
 pub use polite_client::api::*;
+/// Metrics of every call (feature `metrics`): names, labels, `describe()`.
+#[cfg(feature = "metrics")]
+pub use polite_client::metrics;
 #[cfg(feature = "reqwest")]
 pub use reqwest;
 #[cfg(feature = "middleware")]

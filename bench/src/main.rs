@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls all
+//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls observe all
 //! ```
 #![forbid(unsafe_code)]
 
@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use polite_bench::{
-    Size, batch_scale, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table, tls,
+    Size, batch_scale, cancel, deadline, nohints, observe, overhead, poll, quota, scale,
+    stats::Table, tls,
 };
 
 const SUITES: &[&str] = &[
@@ -24,6 +25,7 @@ const SUITES: &[&str] = &[
     "sizes",
     "overhead",
     "tls",
+    "observe",
     "all",
 ];
 
@@ -47,6 +49,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "sizes" => vec![scale::sizes_table(size)],
         "overhead" => overhead::run(size),
         "tls" => tls::run(size),
+        "observe" => observe::run(size),
         _ => Vec::new(),
     }
 }
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
                     "scale",
                     "scale-batch",
                     "tls",
+                    "observe",
                 ]
             } else {
                 vec![suite]

@@ -22,6 +22,7 @@ fn every_suite_runs_at_smoke_size() {
         "scale",
         "scale-batch",
         "tls",
+        "observe",
     ] {
         assert!(
             stdout.contains(&format!("## {suite}")),

@@ -81,6 +81,11 @@ pub(crate) struct Common {
     /// Attempt log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
+    /// A W3C traceparent (00-TRACEID-PARENTID-FLAGS) to join: every
+    /// --log-format json record then carries trace_id, span_id (this
+    /// command's) and parent_span_id [default: $TRACEPARENT].
+    #[arg(long, value_name = "TRACEPARENT")]
+    pub(crate) traceparent: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

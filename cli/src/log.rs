@@ -64,7 +64,7 @@ pub(crate) fn emit(format: LogFormat, verbose: bool, event: Observed<'_>) {
     let line = match (format, event) {
         (LogFormat::Json, Observed::Record(r)) => Some(json(r).to_string()),
         (LogFormat::Json, Observed::Notice(n)) => {
-            Some(serde_json::json!({ "notice": n.to_string() }).to_string())
+            Some(traced(serde_json::json!({ "notice": n.to_string() })).to_string())
         }
         (LogFormat::Text, Observed::Record(r)) => text(r, verbose),
         (LogFormat::Text, Observed::Notice(n)) => Some(format!("polite: {n}")),
@@ -73,6 +73,17 @@ pub(crate) fn emit(format: LogFormat, verbose: bool, event: Observed<'_>) {
         // A closed stderr must not turn into a panic.
         let _ = writeln!(std::io::stderr(), "{line}");
     }
+}
+
+/// `record` with the trace ids of the command, when a traceparent was
+/// given (see [`crate::traceparent`]).
+fn traced(mut record: serde_json::Value) -> serde_json::Value {
+    if let (Some(c), Some(map)) = (crate::traceparent::current(), record.as_object_mut()) {
+        for (name, id) in crate::traceparent::fields(&c) {
+            map.insert(name.to_owned(), id.into());
+        }
+    }
+    record
 }
 
 /// The JSON form of a record.
@@ -88,7 +99,7 @@ pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
         RetryAfterNote::Valid(d) => serde_json::json!({ "valid_ms": d.as_millis() as u64 }),
         RetryAfterNote::Rejected(e) => serde_json::json!({ "rejected": e.to_string() }),
     };
-    serde_json::json!({
+    traced(serde_json::json!({
         "request": r.request.0,
         "item": r.id.item,
         "attempt": r.id.attempt,
@@ -99,7 +110,7 @@ pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
         "next_delay_ms": r.next.map(|n| n.delay.as_millis() as u64),
         "next_source": r.next.map(|n| n.source.to_string()),
         "outcome": r.outcome.map(|o| o.to_string()),
-    })
+    }))
 }
 
 /// The text form: retries always, everything with `-v`.

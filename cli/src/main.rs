@@ -6,10 +6,12 @@ mod args;
 mod demo;
 mod exit;
 mod log;
+mod progress;
 mod redact;
 mod request;
 mod run;
 mod tally;
+mod traceparent;
 
 use std::process::ExitCode;
 
@@ -23,6 +25,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(&e),
     };
+    let common = match &cli.command {
+        args::Command::Get(a) => Some(&a.common),
+        args::Command::Wait(a) => Some(&a.common),
+        args::Command::Batch(a) => Some(&a.common),
+        args::Command::Demo(_) => None,
+    };
+    if let Some(Err(usage)) = common.map(|c| traceparent::init(c.traceparent.as_deref())) {
+        eprintln!("polite: {usage}");
+        return exit::code(exit::USAGE);
+    }
     let result = match &cli.command {
         args::Command::Get(a) => run::get(a),
         args::Command::Wait(a) => run::wait(a),

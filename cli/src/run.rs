@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use polite_blocking::{BatchOrder, CancelToken, Client, Config, JsonJob, Observed, Throttle};
+use polite_core::Outcome;
 use polite_core::pace::PaceLimit;
 use polite_core::policy::MaxRetries;
 use polite_core::poll::{StateName, TerminalStates};
-use polite_core::{Outcome, RetryClass};
 
 use crate::args::{BatchArgs, Common, GetArgs, Rate, WaitArgs};
 use crate::exit;
@@ -127,7 +127,7 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
         }
     };
     if verbose {
-        say(&tally.line(start.elapsed()));
+        say(&tally.line(start.elapsed(), &crate::tally::rates(&client)));
     }
     Ok(code)
 }
@@ -257,7 +257,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
         bar.finish_and_clear();
     }
     if verbose {
-        say(&tally.line(start.elapsed()));
+        say(&tally.line(start.elapsed(), &crate::tally::rates(&client)));
     }
     match result {
         Ok(done) => {
@@ -293,37 +293,27 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         }
         Rate::Fixed(n, w) => config.throttle = Some(Throttle::new(n, w)),
     }
-    let tty = std::io::stderr().is_terminal();
-    let bar = tty.then(|| {
-        let bar = ProgressBar::no_length();
-        bar.set_style(
-            ProgressStyle::with_template("{pos} done · {per_sec} · {msg} · {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
     let (format, verbose) = (args.common.log_format, args.common.verbose);
+    // On a terminal, in text mode: a live progress line (progress.rs).
+    let bar = crate::progress::Progress::start(
+        std::io::stderr().is_terminal() && format == crate::args::LogFormat::Text,
+    );
     let tick = bar.clone();
-    let throttled = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let seen = Arc::clone(&throttled);
     let tally = Arc::new(Tally::default());
-    let client = client(config, &tally, move |e| {
-        if let Observed::Record(r) = e
-            && r.class == Some(RetryClass::RateLimited)
-        {
-            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if let (Some(bar), Observed::Record(r)) = (&tick, e) {
-            if r.outcome.is_some() {
-                bar.inc(1);
+    let client = client(config, &tally, move |e| match (&tick, e) {
+        (Some(bar), Observed::Record(r)) => {
+            bar.record(r);
+            if verbose {
+                bar.suspend(|| log::emit(format, verbose, e));
             }
-            let n = seen.load(std::sync::atomic::Ordering::Relaxed);
-            bar.set_message(format!("{n} × 429 · last: {}", r.reply));
         }
-        if !tty || verbose || format == crate::args::LogFormat::Json {
-            log::emit(format, verbose, e);
-        }
+        (Some(bar), Observed::Notice(_)) => bar.suspend(|| log::emit(format, verbose, e)),
+        (None, _) => log::emit(format, verbose, e),
     })?;
+    if let Some(bar) = &bar {
+        let paces = client.clone();
+        bar.rate_from(move || crate::tally::rates(&paces).into_iter().reduce(f64::min));
+    }
     // The flags are checked before anything is read or sent: a bad method
     // or header is a usage error, not one error line per URL.
     request::build(
@@ -392,13 +382,13 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     ]);
     drop(out);
     if let Some(bar) = bar {
-        bar.finish_and_clear();
+        bar.finish();
     }
     if let Some(error) = book.read_error() {
         say(&format!("stopped reading URLs from stdin: {error}"));
         worst = exit::worst([worst, exit::FAILED]);
     }
-    say(&tally.line(start.elapsed()));
+    say(&tally.line(start.elapsed(), &crate::tally::rates(&client)));
     if let Some((n, until, by)) = starved {
         say(&starved_line(
             n,

@@ -44,8 +44,9 @@ impl Tally {
     }
 
     /// The summary line: requests sent, retries by class, waits by cause,
-    /// and the command's time.
-    pub(crate) fn line(&self, took: Duration) -> String {
+    /// the rate the pace settled on (`rates`: one per pace key that has
+    /// one; the slowest is shown) and the command's time.
+    pub(crate) fn line(&self, took: Duration, rates: &[f64]) -> String {
         let c = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let secs = |d: Duration| format!("{:.1}s", d.as_secs_f64());
         let [rl, se, tr] = c.retries;
@@ -65,8 +66,33 @@ impl Tally {
         if !schedule.is_zero() {
             line.push_str(&format!(", poll schedule {}", secs(schedule)));
         }
+        match rates.iter().copied().reduce(f64::min) {
+            None => line.push_str("; pace unlimited"),
+            Some(r) if rates.len() == 1 => {
+                line.push_str(&format!("; pace settled at {}", per_sec(r)));
+            }
+            Some(r) => line.push_str(&format!(
+                "; pace settled at {} (the slowest of {} paces)",
+                per_sec(r),
+                rates.len()
+            )),
+        }
         line.push_str(&format!("; {} in all", secs(took)));
         line
+    }
+}
+
+/// The rates `client`'s paces settled on, sends per second.
+pub(crate) fn rates(client: &polite_blocking::Client) -> Vec<f64> {
+    client.pace_rates().into_iter().map(|(_, r)| r).collect()
+}
+
+/// A rate for people: `4.2/s`, `0.05/s`, `0.0/s`.
+pub(crate) fn per_sec(rate: f64) -> String {
+    if rate >= 0.1 || rate == 0.0 {
+        format!("{rate:.1}/s")
+    } else {
+        format!("{rate:.2}/s")
     }
 }
 
@@ -106,9 +132,14 @@ mod tests {
         ));
         t.record(&rec(None, None));
         assert_eq!(
-            t.line(Duration::from_millis(2600)),
+            t.line(Duration::from_millis(2600), &[2.5]),
             "3 requests sent, 2 retries (1 rate-limited, 1 server error, 0 transport); \
-             planned waits: backoff 0.5s, Retry-After 2.0s; 2.6s in all"
+             planned waits: backoff 0.5s, Retry-After 2.0s; pace settled at 2.5/s; 2.6s in all"
+        );
+        assert!(t.line(Duration::ZERO, &[]).contains("; pace unlimited;"));
+        assert!(
+            t.line(Duration::ZERO, &[3.0, 0.04])
+                .contains("; pace settled at 0.04/s (the slowest of 2 paces);")
         );
     }
 }

@@ -22,6 +22,7 @@ use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
 use crate::io::HttpIo;
+use crate::meter::CallMeter;
 use crate::options::CallOptions;
 use crate::pace::ClientPace;
 use crate::paces::{ClientBudget, PaceKey, Paces};
@@ -209,6 +210,23 @@ where
         &self.shared.transport
     }
 
+    /// The rate each pace of this client (and its clones) has settled on,
+    /// sends per second, by key ([`Paces::rates`]): for a summary at the
+    /// end of a run ("the pace settled at 4.2/s").
+    ///
+    /// ```
+    /// # use polite_client::Runtime;
+    /// # fn f<R: Runtime, T: polite_client::Transport>(client: polite_client::Client<R, T>) where T::Sending: Unpin {
+    /// for (key, rate) in client.pace_rates() {
+    ///     println!("{}: {rate:.1}/s", key.as_str());
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn pace_rates(&self) -> Vec<(PaceKey, f64)> {
+        self.shared.paces.rates()
+    }
+
     /// One logical request with retries (429, 5xx and transport errors, by
     /// class; only when the request is replayable), inside the configured
     /// timeout.
@@ -391,9 +409,10 @@ where
         SplitMix64::new(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
-    fn observer(&self) -> Tracing<'_> {
+    fn observer<'m>(&'m self, meter: &'m CallMeter) -> Tracing<'m> {
         Tracing {
             observer: self.observer.as_deref(),
+            meter,
         }
     }
 
@@ -422,7 +441,9 @@ where
         let config = &self.shared.config;
         let now = call.now;
         let span = trace::call_span(call.kind, request, call.label.as_deref());
-        let mut machine = Paced::new(machine, call.pace(), now)
+        let pace = call.pace();
+        let meter = CallMeter::start(call.kind, &call.key, &pace, now);
+        let mut machine = Paced::new(machine, meter.pace(pace), now)
             .retry_after_limits(call.retry.retry_after)
             .rate_limit_headers(config.rate_limit_headers);
         let mut io = HttpIo::new(
@@ -432,14 +453,23 @@ where
             std::slice::from_ref(request),
             config.wait.wait_param,
         )
-        .redirects(config.redirects);
+        .redirects(config.redirects)
+        .meter(meter.clone());
         let mut classify = Both {
             client: config.classify.as_ref(),
             call: classify,
         };
-        let done = drive::drive(&mut machine, &mut io, &mut classify, &mut self.observer())
-            .instrument(span.clone())
-            .await;
+        let done = drive::drive(
+            &mut machine,
+            &mut io,
+            &mut classify,
+            &mut self.observer(&meter),
+        )
+        .instrument(span.clone())
+        .await;
+        let end = drive::Io::now(&io);
+        meter.ended(&done.outcome);
+        meter.finish(end);
         let last = done.answers.into_iter().next().flatten().map(|a| a.0);
         let attempts = io.sends(0);
         let status = last.as_ref().map(|r| r.status().as_u16());
@@ -449,7 +479,7 @@ where
             last,
             error: io.take_error(0),
             attempts,
-            elapsed: drive::Io::now(&io).saturating_duration_since(now),
+            elapsed: end.saturating_duration_since(now),
         }
     }
 
@@ -607,10 +637,12 @@ where
             },
         );
         let first = crate::stream::reserve_ids(&self.shared.ids);
+        let pace = paces.get(&key, now);
+        let meter = CallMeter::start("batch", &key, &pace, now);
         let mut machine = BatchMachine::streaming(
             config.batch_policy(),
             self.rng(first),
-            paces.get(&key, now),
+            meter.pace(pace),
             now,
             config.timeout,
         )?
@@ -631,7 +663,8 @@ where
                 config.wait.wait_param,
                 sink,
             )
-            .redirects(config.redirects);
+            .redirects(config.redirects)
+            .meter(meter.clone());
             let span = tracing::info_span!(
                 target: "polite",
                 "polite.batch",
@@ -643,9 +676,15 @@ where
                 client: config.classify.as_ref(),
                 call: &mut no_jobs,
             };
-            let done = drive::drive(&mut machine, &mut io, &mut classify, &mut self.observer())
-                .instrument(span.clone())
-                .await;
+            let done = drive::drive(
+                &mut machine,
+                &mut io,
+                &mut classify,
+                &mut self.observer(&meter),
+            )
+            .instrument(span.clone())
+            .await;
+            meter.finish(drive::Io::now(&io));
             span.record("polite.items", io.pulled());
             crate::stream::set_end(&end, done.outcome);
         };
@@ -699,14 +738,17 @@ pub enum Observed<'a> {
 /// A client-wide observer.
 type RecordObserver = Arc<dyn Fn(Observed<'_>) + Send + Sync>;
 
-/// Records and notices to `tracing` and the client's observer.
+/// Records and notices to `tracing`, the call's metrics and the client's
+/// observer.
 struct Tracing<'o> {
     observer: Option<&'o (dyn Fn(Observed<'_>) + Send + Sync)>,
+    meter: &'o CallMeter,
 }
 
 impl Observe for Tracing<'_> {
     fn record(&mut self, record: &AttemptRecord) {
         trace_record(record);
+        self.meter.record(record);
         if let Some(o) = self.observer {
             o(Observed::Record(record));
         }

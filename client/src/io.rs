@@ -13,6 +13,7 @@ use polite_core::{Outcome, SendPlan, TransportErrorKind};
 
 use crate::answer::HttpAnswer;
 use crate::error::TransportError;
+use crate::meter::CallMeter;
 use crate::redirect::{Chain, Next, RedirectPolicy};
 use crate::transport::{Cancel, Clock, Transport};
 
@@ -27,6 +28,8 @@ pub struct HttpIo<'a, T, K, C> {
     wait_param: &'a str,
     redirects: RedirectPolicy,
     shared: Shared,
+    /// The call's metrics (feature `metrics`; empty otherwise).
+    meter: Option<CallMeter>,
 }
 
 /// Where a call's requests come from.
@@ -90,6 +93,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             wait_param,
             redirects: RedirectPolicy::NONE,
             shared: Shared::default(),
+            meter: None,
         }
     }
 
@@ -127,6 +131,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             wait_param,
             redirects: RedirectPolicy::NONE,
             shared: Shared::default(),
+            meter: None,
         }
     }
 
@@ -136,6 +141,13 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
     #[must_use]
     pub fn redirects(mut self, policy: RedirectPolicy) -> Self {
         self.redirects = policy;
+        self
+    }
+
+    /// Reports the call's sends and its items' ends to `meter`.
+    #[must_use]
+    pub(crate) fn meter(mut self, meter: CallMeter) -> Self {
+        self.meter = Some(meter);
         self
     }
 
@@ -325,6 +337,9 @@ where
     }
 
     fn send(&mut self, plan: &SendPlan) -> Self::Sending {
+        if let Some(meter) = &self.meter {
+            meter.sent(plan, || self.clock.now());
+        }
         let item = plan.id.item as usize;
         {
             let mut f = failures(&self.shared);
@@ -409,6 +424,9 @@ where
             return answer;
         };
         p.active.remove(&item);
+        if let Some(meter) = &self.meter {
+            meter.ended(&outcome);
+        }
         let failure = failures(&self.shared)
             .remove(&(item as usize))
             .unwrap_or_default();

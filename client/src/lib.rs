@@ -41,6 +41,9 @@ mod ctrl_c;
 mod error;
 mod io;
 mod job;
+mod meter;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod options;
 mod pace;
 mod paces;

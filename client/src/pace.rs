@@ -96,6 +96,50 @@ impl ClientPace {
     pub fn throttle(&self) -> Option<&RateThrottle> {
         self.throttle.as_ref()
     }
+
+    /// The rate the pace has settled on, sends per second: the throttle's
+    /// limit per window (once a learning throttle has learnt a quota), or
+    /// the adaptive rate once a rate-limited answer has enabled it,
+    /// whichever is lower; `None` while nothing limits the rate (a
+    /// cool-down is a pause, not a rate).
+    ///
+    /// ```
+    /// use polite_client::ClientPace;
+    /// use polite_core::{Pace, RateThrottle};
+    /// use polite_core::adaptive::Answered;
+    /// use std::time::{Duration, Instant};
+    /// let throttle = RateThrottle::new(50, Duration::from_secs(10)).unwrap();
+    /// assert_eq!(ClientPace::new(Some(throttle)).rate(), Some(5.0));
+    /// let t0 = Instant::now();
+    /// let mut p = ClientPace::new(None).adaptive();
+    /// assert_eq!(p.rate(), None);
+    /// p.on_answer(Answered::new(t0, t0 + Duration::from_secs(2), true)); // a bare 429
+    /// assert_eq!(p.rate(), Some(0.5)); // the adaptive floor
+    /// ```
+    #[must_use]
+    pub fn rate(&self) -> Option<f64> {
+        let (window, adaptive) = match &self.throttle {
+            Some(t) => {
+                let limit = t.limit();
+                let window = t.window().as_secs_f64();
+                let sized = limit != u32::MAX && window > 0.0;
+                // The throttle adapts only while no quota was learnt.
+                let adapts = !(t.is_learning() && sized);
+                (
+                    sized.then(|| f64::from(limit) / window),
+                    t.adaptive_rate().filter(|_| adapts),
+                )
+            }
+            None => (None, self.rate.as_ref()),
+        };
+        let adaptive = adaptive
+            .filter(|r| r.is_enabled())
+            .map(AdaptiveRate::fill_rate);
+        match (window, adaptive) {
+            (Some(w), Some(a)) => Some(w.min(a)),
+            (w, a) => w.or(a),
+        }
+    }
 }
 
 impl Pace for ClientPace {

@@ -77,6 +77,12 @@ impl PaceKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The key's text, shared (a metrics label without a copy).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn shared(&self) -> Arc<str> {
+        Arc::clone(&self.0)
+    }
 }
 
 /// Unused keys idle this long (and not cooling down) are dropped.
@@ -237,6 +243,32 @@ impl Paces {
             },
         );
         (pace, budget)
+    }
+
+    /// The rate each key's pace has settled on, sends per second
+    /// ([`ClientPace::rate`]), sorted by key; keys whose pace limits
+    /// nothing are left out.
+    ///
+    /// ```
+    /// use polite_client::{Config, PaceKey, Paces, Throttle};
+    /// use std::time::{Duration, Instant};
+    /// let config = Config { throttle: Some(Throttle::new(30, Duration::from_secs(60))), ..Config::default() };
+    /// let paces = Paces::new(&config).unwrap();
+    /// let _ = paces.get(&PaceKey::new("http://a:80"), Instant::now());
+    /// assert_eq!(paces.rates(), vec![(PaceKey::new("http://a:80"), 0.5)]);
+    /// ```
+    #[must_use]
+    pub fn rates(&self) -> Vec<(PaceKey, f64)> {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rates: Vec<(PaceKey, f64)> = map
+            .iter()
+            .filter_map(|(k, e)| {
+                let rate = e.pace.lock().unwrap_or_else(PoisonError::into_inner).rate();
+                rate.map(|r| (k.clone(), r))
+            })
+            .collect();
+        rates.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        rates
     }
 
     /// How many keys are held now.

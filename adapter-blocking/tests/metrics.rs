@@ -1,0 +1,232 @@
+//! polite's metrics (feature `metrics`) against the lab on loopback, read
+//! through metrics-util's debugging recorder (installed for the test's
+//! thread only, so the tests do not see each other's calls): names,
+//! labels and values for scripted runs.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use polite_blocking::{Client, Config, Throttle, UreqTransport};
+use polite_client::api::Jitter;
+use polite_lab::{Lab, LabConfig, LabHandle, Step};
+
+/// One metric as recorded: its kind and name, its labels, its value.
+#[derive(Debug)]
+struct Metric {
+    name: String,
+    labels: HashMap<String, String>,
+    value: DebugValue,
+}
+
+/// Runs `f` with a fresh recorder for this thread; every metric it left.
+fn recorded(f: impl FnOnce()) -> Vec<Metric> {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, f);
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            let labels = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            Metric {
+                name: key.name().to_owned(),
+                labels,
+                value,
+            }
+        })
+        .collect()
+}
+
+/// The metrics called `name` whose labels include every pair of `with`.
+fn find<'a>(all: &'a [Metric], name: &str, with: &[(&str, &str)]) -> Vec<&'a Metric> {
+    all.iter()
+        .filter(|m| {
+            m.name == name
+                && with
+                    .iter()
+                    .all(|(k, v)| m.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect()
+}
+
+fn counter(all: &[Metric], name: &str, with: &[(&str, &str)]) -> u64 {
+    find(all, name, with)
+        .iter()
+        .map(|m| match &m.value {
+            DebugValue::Counter(n) => *n,
+            other => panic!("{name} is no counter: {other:?}"),
+        })
+        .sum()
+}
+
+fn histogram(all: &[Metric], name: &str, with: &[(&str, &str)]) -> Vec<f64> {
+    find(all, name, with)
+        .iter()
+        .flat_map(|m| match &m.value {
+            DebugValue::Histogram(v) => v.iter().map(|x| x.0).collect::<Vec<_>>(),
+            other => panic!("{name} is no histogram: {other:?}"),
+        })
+        .collect()
+}
+
+fn gauge(all: &[Metric], name: &str, with: &[(&str, &str)]) -> Option<f64> {
+    find(all, name, with).iter().find_map(|m| match &m.value {
+        DebugValue::Gauge(g) => Some(g.0),
+        _ => None,
+    })
+}
+
+fn get(url: String) -> http::Request<Bytes> {
+    http::Request::get(url).body(Bytes::new()).unwrap()
+}
+
+fn origin(lab: &LabHandle) -> String {
+    let url: http::Uri = lab.url("/").parse().unwrap();
+    format!("http://127.0.0.1:{}", url.port_u16().unwrap())
+}
+
+fn client(config: Config) -> Client<UreqTransport> {
+    Client::with_transport(UreqTransport::default(), config).unwrap()
+}
+
+#[test]
+fn a_503_then_a_429_with_retry_after_1_then_200_shows_in_every_metric() {
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/m",
+        vec![
+            Step::without_retry_after(503),
+            Step::with_retry_after(429, Duration::from_secs(1)),
+            Step::Normal,
+        ],
+    ))
+    .unwrap();
+    let mut config = Config {
+        timeout: Duration::from_secs(20),
+        seed: Some(7),
+        ..Config::default()
+    };
+    config.retry.backoff.jitter = Jitter::None;
+    config.retry.backoff.base = Duration::from_millis(100);
+    let c = client(config);
+    let started = Instant::now();
+    let all = recorded(|| {
+        let answer = c
+            .send(get(lab.url("/items/m?token=SECRET&page=2")))
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+    });
+    let took = started.elapsed();
+    let origin = origin(&lab);
+    let call = [("call", "send"), ("origin", origin.as_str())];
+
+    // Labels: the call and the origin, never the path or the query.
+    assert!(!all.is_empty());
+    for m in &all {
+        assert!(m.name.starts_with("polite_"), "{m:?}");
+        for v in m.labels.values() {
+            assert!(
+                !v.contains("/items") && !v.contains("SECRET") && !v.contains('?'),
+                "{m:?}"
+            );
+        }
+        assert_eq!(m.labels.get("origin"), Some(&origin), "{m:?}");
+    }
+
+    // Attempts by class, retries, the outcome.
+    let class = |c: &str| {
+        let mut with = call.to_vec();
+        with.push(("class", c));
+        counter(&all, "polite_attempts_total", &with)
+    };
+    assert_eq!(
+        (class("server_error"), class("rate_limited"), class("none")),
+        (1, 1, 1)
+    );
+    assert_eq!(counter(&all, "polite_attempts_total", &call), 3);
+    assert_eq!(counter(&all, "polite_retries_total", &call), 2);
+    let mut succeeded = call.to_vec();
+    succeeded.push(("outcome", "succeeded"));
+    assert_eq!(counter(&all, "polite_outcomes_total", &succeeded), 1);
+    assert_eq!(counter(&all, "polite_outcomes_total", &call), 1);
+
+    // Waits by cause: the 429's Retry-After: 1 is a wait of at least 1 s
+    // under retry_after; the 503's backoff (base 100 ms, no jitter) under
+    // backoff; nothing held by the pace.
+    let waited = |cause: &str| {
+        let mut with = call.to_vec();
+        with.push(("cause", cause));
+        histogram(&all, "polite_wait_seconds", &with)
+    };
+    let retry_after = waited("retry_after");
+    assert_eq!(retry_after.len(), 1, "{retry_after:?}");
+    assert!(
+        retry_after[0] >= 1.0 && retry_after[0] < 2.0,
+        "{retry_after:?}"
+    );
+    let backoff = waited("backoff");
+    eprintln!("waits: retry_after {retry_after:?}, backoff {backoff:?}");
+    assert_eq!(backoff.len(), 1, "{backoff:?}");
+    assert!(backoff[0] > 0.0 && backoff[0] < 1.0, "{backoff:?}");
+    assert_eq!(waited("pace"), Vec::<f64>::new());
+
+    // The call's duration covers the waits; nothing is left in flight.
+    let duration = histogram(&all, "polite_call_duration_seconds", &call);
+    assert_eq!(duration.len(), 1);
+    assert!(
+        duration[0] >= retry_after[0] + backoff[0] && duration[0] <= took.as_secs_f64(),
+        "{duration:?} vs {took:?}"
+    );
+    assert_eq!(gauge(&all, "polite_calls_in_flight", &call), Some(0.0));
+}
+
+#[test]
+fn a_batch_under_a_throttle_reports_its_pace_waits_and_rate() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let config = Config {
+        timeout: Duration::from_secs(20),
+        throttle: Some(Throttle::new(2, Duration::from_millis(400))),
+        concurrency: 4,
+        ..Config::default()
+    };
+    let c = client(config);
+    let all = recorded(|| {
+        let items: Vec<_> = (0..4)
+            .map(|i| get(lab.url(&format!("/items/{i}"))))
+            .collect();
+        let results = c.batch(items).unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    });
+    let origin = origin(&lab);
+    let call = [("call", "batch"), ("origin", origin.as_str())];
+    let mut succeeded = call.to_vec();
+    succeeded.push(("outcome", "succeeded"));
+    assert_eq!(counter(&all, "polite_outcomes_total", &succeeded), 4);
+    assert_eq!(counter(&all, "polite_attempts_total", &call), 4);
+    assert_eq!(counter(&all, "polite_retries_total", &call), 0);
+    // Two go at once; the other two wait for the window (400 ms + margin).
+    let mut pace = call.to_vec();
+    pace.push(("cause", "pace"));
+    let held: f64 = histogram(&all, "polite_wait_seconds", &pace).iter().sum();
+    eprintln!("batch held by the pace: {held:.3} s");
+    assert!((0.4..2.0).contains(&held), "held {held}");
+    assert_eq!(
+        histogram(&all, "polite_call_duration_seconds", &call).len(),
+        1
+    );
+    assert_eq!(
+        gauge(
+            &all,
+            "polite_pace_requests_per_second",
+            &[("origin", origin.as_str())]
+        ),
+        Some(5.0)
+    );
+    assert_eq!(gauge(&all, "polite_calls_in_flight", &call), Some(0.0));
+}

@@ -1,0 +1,376 @@
+//! The client's metrics hooks ([`crate::metrics`] has the names and
+//! labels): one [`CallMeter`] per call, cloned into the call's observer,
+//! its `Io` (which sees each send go out) and its pace (which sees each
+//! refusal and grant). Without feature `metrics` the meter is an empty
+//! struct, every method does nothing, and the call's pace is the shared
+//! [`ClientPace`] handle itself.
+
+use polite_core::Outcome;
+
+#[cfg(feature = "metrics")]
+pub(crate) use on::CallMeter;
+
+#[cfg(not(feature = "metrics"))]
+pub(crate) use off::CallMeter;
+
+#[cfg(not(feature = "metrics"))]
+mod off {
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use polite_core::record::AttemptRecord;
+    use polite_core::{Outcome, SendPlan};
+
+    use crate::pace::ClientPace;
+    use crate::paces::PaceKey;
+
+    /// Nothing to measure: the feature is off.
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct CallMeter;
+
+    impl CallMeter {
+        #[inline]
+        pub(crate) fn start(
+            _: &'static str,
+            _: &PaceKey,
+            _: &Arc<Mutex<ClientPace>>,
+            _: Instant,
+        ) -> Self {
+            CallMeter
+        }
+        /// The call's pace: the shared handle itself.
+        #[inline]
+        pub(crate) fn pace(&self, pace: Arc<Mutex<ClientPace>>) -> Arc<Mutex<ClientPace>> {
+            pace
+        }
+        #[inline]
+        pub(crate) fn record(&self, _: &AttemptRecord) {}
+        #[inline]
+        pub(crate) fn sent(&self, _: &SendPlan, _: impl FnOnce() -> Instant) {}
+        #[inline]
+        pub(crate) fn ended(&self, _: &Outcome) {}
+        #[inline]
+        pub(crate) fn finish(&self, _: Instant) {}
+    }
+}
+
+/// The label value of an outcome.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Succeeded { .. } => "succeeded",
+        Outcome::Terminal { .. } => "terminal",
+        other => crate::trace::error_type(other).unwrap_or("other"),
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod on {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use metrics::SharedString;
+    use polite_core::adaptive::Answered;
+    use polite_core::pace::PaceLimit;
+    use polite_core::ratelimit::RateLimitInfo;
+    use polite_core::record::{AttemptRecord, DelaySource, PlannedDelay};
+    use polite_core::{Outcome, Pace, RetryClass, SendPlan};
+
+    use crate::metrics as m;
+    use crate::pace::ClientPace;
+    use crate::paces::PaceKey;
+
+    /// One call's meter (cheap to clone: one `Arc`).
+    #[derive(Clone, Debug)]
+    pub(crate) struct CallMeter(Arc<Inner>);
+
+    #[derive(Debug)]
+    struct Inner {
+        call: &'static str,
+        origin: SharedString,
+        pace: Arc<Mutex<ClientPace>>,
+        started: Instant,
+        /// Per item, the delay its latest record planned, until its next
+        /// send (or the call's end) says how much of it passed.
+        pending: Mutex<HashMap<u32, PlannedDelay>>,
+    }
+
+    impl Drop for Inner {
+        fn drop(&mut self) {
+            // Also when the call's future is dropped half-way.
+            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => self.call, "origin" => self.origin.clone())
+                .decrement(1.0);
+        }
+    }
+
+    fn class_label(class: Option<RetryClass>) -> &'static str {
+        match class {
+            None => "none",
+            Some(RetryClass::RateLimited) => "rate_limited",
+            Some(RetryClass::ServerError) => "server_error",
+            Some(RetryClass::Transport) => "transport",
+            Some(_) => "other",
+        }
+    }
+
+    fn cause_label(source: DelaySource) -> &'static str {
+        match source {
+            DelaySource::Backoff => "backoff",
+            DelaySource::RetryAfter | DelaySource::Clamp => "retry_after",
+            DelaySource::Schedule => "schedule",
+            _ => "other",
+        }
+    }
+
+    fn limit_label(limit: PaceLimit) -> &'static str {
+        match limit {
+            PaceLimit::CoolDown => "cool_down",
+            _ => "pace",
+        }
+    }
+
+    /// How much of a planned delay had passed at `now`.
+    fn passed(p: &PlannedDelay, now: Instant) -> Duration {
+        let began = p.send_at.checked_sub(p.delay).unwrap_or(p.send_at);
+        now.min(p.send_at).saturating_duration_since(began)
+    }
+
+    impl CallMeter {
+        pub(crate) fn start(
+            call: &'static str,
+            key: &PaceKey,
+            pace: &Arc<Mutex<ClientPace>>,
+            now: Instant,
+        ) -> Self {
+            let origin = SharedString::from(key.shared());
+            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => call, "origin" => origin.clone())
+                .increment(1.0);
+            CallMeter(Arc::new(Inner {
+                call,
+                origin,
+                pace: Arc::clone(pace),
+                started: now,
+                pending: Mutex::default(),
+            }))
+        }
+
+        pub(crate) fn pace(&self, pace: Arc<Mutex<ClientPace>>) -> CallPace {
+            CallPace {
+                pace,
+                meter: self.clone(),
+                streak: None,
+                held: [Duration::ZERO; 2],
+            }
+        }
+
+        fn wait(&self, cause: &'static str, d: Duration) {
+            let i = &self.0;
+            metrics::histogram!(m::WAIT_SECONDS, "call" => i.call, "origin" => i.origin.clone(), "cause" => cause)
+                .record(d.as_secs_f64());
+        }
+
+        fn rate(&self) {
+            let i = &self.0;
+            let rate = i.pace.lock().unwrap_or_else(PoisonError::into_inner).rate();
+            if let Some(rate) = rate {
+                metrics::gauge!(m::PACE_REQUESTS_PER_SECOND, "origin" => i.origin.clone())
+                    .set(rate);
+            }
+        }
+
+        /// An attempt record: its class, and the delay it plans.
+        pub(crate) fn record(&self, r: &AttemptRecord) {
+            let i = &self.0;
+            metrics::counter!(m::ATTEMPTS_TOTAL, "call" => i.call, "origin" => i.origin.clone(), "class" => class_label(r.class))
+                .increment(1);
+            if let Some(next) = r.next {
+                i.pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(r.id.item, next);
+            }
+            self.rate();
+        }
+
+        /// A send goes out at `now`: a retry, and the planned delay before it.
+        pub(crate) fn sent(&self, plan: &SendPlan, now: impl FnOnce() -> Instant) {
+            let i = &self.0;
+            if plan.id.attempt > 0 {
+                metrics::counter!(m::RETRIES_TOTAL, "call" => i.call, "origin" => i.origin.clone())
+                    .increment(1);
+            }
+            let planned = i
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&plan.id.item);
+            if let Some(p) = planned {
+                self.wait(cause_label(p.source), passed(&p, now()));
+            }
+        }
+
+        /// A logical request (the call's, or a batch item's) ended.
+        pub(crate) fn ended(&self, outcome: &Outcome) {
+            let i = &self.0;
+            metrics::counter!(m::OUTCOMES_TOTAL, "call" => i.call, "origin" => i.origin.clone(), "outcome" => super::outcome_label(outcome))
+                .increment(1);
+        }
+
+        /// The call ended at `now`: its duration, the planned delays it
+        /// ended during (as far as they went), the pace's rate.
+        pub(crate) fn finish(&self, now: Instant) {
+            let i = &self.0;
+            metrics::histogram!(m::CALL_DURATION_SECONDS, "call" => i.call, "origin" => i.origin.clone())
+                .record(now.saturating_duration_since(i.started).as_secs_f64());
+            let pending: Vec<PlannedDelay> = i
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .drain()
+                .map(|(_, p)| p)
+                .collect();
+            for p in pending {
+                self.wait(cause_label(p.source), passed(&p, now));
+            }
+            self.rate();
+        }
+    }
+
+    /// The call's pace: the shared [`ClientPace`], plus the time its sends
+    /// were held, by the limit that refused them.
+    #[derive(Debug)]
+    pub(crate) struct CallPace {
+        pace: Arc<Mutex<ClientPace>>,
+        meter: CallMeter,
+        /// Since when a send is refused, and by which limit.
+        streak: Option<(Instant, PaceLimit)>,
+        /// The current streak's time so far: `pace`, `cool_down`.
+        held: [Duration; 2],
+    }
+
+    impl CallPace {
+        fn flush(&mut self) {
+            for (d, cause) in self.held.iter_mut().zip(["pace", "cool_down"]) {
+                if !d.is_zero() {
+                    self.meter.wait(cause, *d);
+                    *d = Duration::ZERO;
+                }
+            }
+        }
+    }
+
+    impl Drop for CallPace {
+        /// A call that ends while refused: the time up to the last ask.
+        fn drop(&mut self) {
+            self.flush();
+        }
+    }
+
+    impl Pace for CallPace {
+        fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
+            let (result, by) = {
+                let mut pace = self.pace.lock().unwrap_or_else(PoisonError::into_inner);
+                let r = pace.acquire(now);
+                (r, r.is_err().then(|| pace.refusal()))
+            };
+            if let Some((since, limit)) = self.streak.take() {
+                let slot = usize::from(limit_label(limit) == "cool_down");
+                self.held[slot] += now.saturating_duration_since(since);
+            }
+            match by {
+                Some(limit) => self.streak = Some((now, limit)),
+                None => self.flush(),
+            }
+            result
+        }
+        fn cool_down(&mut self, until: Instant) {
+            self.pace.cool_down(until);
+        }
+        fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+            self.pace.observe(now, info);
+        }
+        fn on_answer(&mut self, answer: Answered) {
+            self.pace.on_answer(answer);
+        }
+        fn refusal(&self) -> PaceLimit {
+            self.pace.refusal()
+        }
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use polite_core::{Pace, RateThrottle};
+
+    use super::CallMeter;
+    use crate::pace::ClientPace;
+    use crate::paces::PaceKey;
+
+    /// The `polite_wait_seconds` values by cause after `f`.
+    fn waits(f: impl FnOnce()) -> Vec<(String, Vec<f64>)> {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, f);
+        let mut out: Vec<(String, Vec<f64>)> = snap
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(k, _, _, v)| {
+                let (_, key) = k.into_parts();
+                let cause = key
+                    .labels()
+                    .find(|l| l.key() == "cause")?
+                    .value()
+                    .to_owned();
+                match v {
+                    DebugValue::Histogram(v) => Some((cause, v.iter().map(|x| x.0).collect())),
+                    _ => None,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn a_held_send_is_a_wait_by_the_limit_that_refused_it() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let throttle = RateThrottle::new(1, s(1))
+            .unwrap()
+            .with_margin(Duration::ZERO);
+        let shared = Arc::new(Mutex::new(ClientPace::new(Some(throttle))));
+        let got = waits(|| {
+            let meter = CallMeter::start("send", &PaceKey::new("http://a:80"), &shared, t0);
+            let mut pace = meter.pace(Arc::clone(&shared));
+            assert_eq!(pace.acquire(t0), Ok(()));
+            // The window refuses from 0.3 s to 1 s: 0.7 s under `pace`.
+            assert!(pace.acquire(t0 + ms(300)).is_err());
+            assert_eq!(pace.acquire(t0 + s(1)), Ok(()));
+            // Another call's 429 cools the pace down to 4 s (2 s under
+            // `cool_down`); then the window holds the next send to 5 s.
+            shared.lock().unwrap().cool_down(t0 + s(4));
+            assert!(pace.acquire(t0 + s(2)).is_err());
+            assert_eq!(pace.acquire(t0 + s(4)), Ok(()));
+            assert!(pace.acquire(t0 + s(4)).is_err());
+            assert_eq!(pace.acquire(t0 + s(5)), Ok(()));
+            // Ended while refused: the time up to the last ask.
+            assert!(pace.acquire(t0 + s(5)).is_err());
+            assert!(pace.acquire(t0 + s(5) + ms(500)).is_err());
+            drop(pace);
+        });
+        assert_eq!(
+            got,
+            vec![
+                ("cool_down".to_owned(), vec![2.0]),
+                ("pace".to_owned(), vec![0.7, 1.0, 0.5]),
+            ]
+        );
+    }
+}
