@@ -394,6 +394,7 @@ where
     fn observer(&self) -> Tracing<'_> {
         Tracing {
             observer: self.observer.as_deref(),
+            fleet: self.shared.config.fleet.as_deref(),
         }
     }
 
@@ -699,13 +700,19 @@ pub enum Observed<'a> {
 /// A client-wide observer.
 type RecordObserver = Arc<dyn Fn(Observed<'_>) + Send + Sync>;
 
-/// Records and notices to `tracing` and the client's observer.
+/// Records and notices to `tracing` and the client's observer, with the
+/// fleet's notices (SPEC §4.3: its store stopped answering, or answers
+/// again) as they come, at the next record.
 struct Tracing<'o> {
     observer: Option<&'o (dyn Fn(Observed<'_>) + Send + Sync)>,
+    fleet: Option<&'o dyn crate::fleet::Fleet>,
 }
 
 impl Observe for Tracing<'_> {
     fn record(&mut self, record: &AttemptRecord) {
+        if let Some(notice) = self.fleet.and_then(|f| f.take_notice()) {
+            self.notice(notice);
+        }
         trace_record(record);
         if let Some(o) = self.observer {
             o(Observed::Record(record));
