@@ -81,6 +81,8 @@ pub(crate) struct Common {
     /// Attempt log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
+    #[command(flatten)]
+    pub(crate) fleet: crate::fleet::FleetArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -150,6 +150,22 @@ impl RedisFleet {
         })
     }
 
+    /// Whether `url` is a Redis URL [`new`](Self::new) accepts (nothing is
+    /// connected).
+    ///
+    /// ```
+    /// use polite_redis::RedisFleet;
+    /// assert!(RedisFleet::check_url("redis://127.0.0.1:6379/0").is_ok());
+    /// assert!(RedisFleet::check_url("http://example.com/").is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Url`] when it is not.
+    pub fn check_url(url: &str) -> Result<(), FleetError> {
+        redis::Client::open(url).map(drop).map_err(FleetError::Url)
+    }
+
     /// The Redis key base of a pace key: `{prefix}{<key>}` (the braces are
     /// a Redis Cluster hash tag: a key's two entries live on one node).
     ///

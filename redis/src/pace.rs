@@ -121,6 +121,7 @@ impl FleetPace for RedisPace {
         }
         if answer.throttled {
             k.throttled += 1;
+            k.throttled_sent = k.throttled_sent.max(Some(answer.sent));
             k.touch(answer.at);
             drop(st);
             self.shared.wake.notify_all();

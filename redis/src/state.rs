@@ -99,6 +99,8 @@ pub(crate) struct KeyState {
     pub(crate) learnt: Option<(u64, Duration)>,
     pub(crate) learnt_pushed: Option<(u64, Duration)>,
     pub(crate) throttled: u32,
+    /// The latest send among the `throttled` answers.
+    pub(crate) throttled_sent: Option<Instant>,
     pub(crate) succeeded: u32,
     pub(crate) budget: Option<BudgetView>,
     /// When the oldest change not shared yet was made.
@@ -146,6 +148,11 @@ impl KeyState {
             learnt: self.learnt.filter(|_| self.learnt != self.learnt_pushed),
             learn_max: self.learn_max,
             throttled: self.throttled,
+            throttled_sent_us: match (self.throttled_sent, clock) {
+                (Some(t), Some(c)) => c.server(t),
+                // No clock yet: the send was made before any cut this process saw.
+                _ => u64::MAX,
+            },
             succeeded: self.succeeded,
             adaptive: self.adaptive,
             budget_cap: self.budget.map_or(0, |b| b.bucket.capacity()),

@@ -22,9 +22,10 @@ local adaptive = ARGV[11] == '1'
 local budget_cap = tonumber(ARGV[12])
 local budget_delta = tonumber(ARGV[13])
 local ttl = tonumber(ARGV[14])
+local throttled_sent = tonumber(ARGV[15])
 
 -- Permits a process gives back unused.
-for i = 15, #ARGV do redis.call('ZREM', log, ARGV[i]) end
+for i = 16, #ARGV do redis.call('ZREM', log, ARGV[i]) end
 
 local s = redis.call('HMGET', st, 'cool', 'ql', 'qw', 'ar', 'wmax', 'lt', 'mr', 'mc', 'mb', 'tat', 'bt')
 local cool = tonumber(s[1] or '0')
@@ -51,18 +52,32 @@ if now - mb >= 500000 then
   mr = 0.8 * (mc * 1000000 / (now - mb)) + 0.2 * mr
   mc, mb = 0, now
 end
+-- Grants are logged while a window is in force, and while one may be
+-- learnt (so that the sends before the quota was known count once it is;
+-- only the newest learn_max matter then).
+local logged = limit > 0 or learn_max > 0
+-- With a log, the fleet's sends in the last second are a better measure
+-- (at once, not after a bucket closes).
+local measured = mr
+if logged then
+  local c = redis.call('ZCOUNT', log, string.format('%.0f', now - 1000000), '+inf')
+  if c > measured then measured = c end
+end
 -- The adaptive rate (CUBIC, AWS constants: beta 0.7, C 0.4), fleet-wide.
 if adaptive then
-  if throttled > 0 then
-    local base = mr
-    if ar > 0 and (mr == 0 or ar < mr) then base = ar end
+  -- A throttled send made before the last cut says nothing of the rate
+  -- since: only a later one cuts again (else one burst of 429s seen by
+  -- many processes would cut the fleet's rate once per answer).
+  if throttled > 0 and throttled_sent > lt then
+    local base = measured
+    if ar > 0 and (measured == 0 or ar < measured) then base = ar end
     if base < 0.5 then base = 0.5 end
     wmax, ar, lt = base, math.max(base * 0.7, 0.5), now
   elseif succeeded > 0 and ar > 0 then
     local k = (wmax * 0.3 / 0.4) ^ (1 / 3)
     local dt = (now - lt) / 1000000
     local r = 0.4 * (dt - k) ^ 3 + wmax
-    if mr > 0 and r > 2 * mr then r = 2 * mr end
+    if measured > 0 and r > 2 * measured then r = 2 * measured end
     ar = math.max(r, 0.5)
   end
 end
@@ -96,10 +111,6 @@ else
   end
 end
 
--- Grants are logged while a window is in force, and while one may be
--- learnt (so that the sends before the quota was known count once it is;
--- only the newest learn_max matter then).
-local logged = limit > 0 or learn_max > 0
 local ids = {}
 for i = 1, granted do
   local id = redis.call('HINCRBY', st, 'seq', 1)

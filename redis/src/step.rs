@@ -43,6 +43,9 @@ pub struct Step {
     pub learn_max: u32,
     /// Rate-limited answers without a server time since the last step.
     pub throttled: u32,
+    /// The latest send (server µs) among those `throttled` answers: only
+    /// a send made after the fleet's last cut cuts its rate again.
+    pub throttled_sent_us: u64,
     /// Other answers since the last step.
     pub succeeded: u32,
     /// Whether the fleet's send rate adapts to rate-limited answers.
@@ -107,7 +110,8 @@ impl Step {
                 u64::try_from(self.ttl.as_millis())
                     .unwrap_or(u64::MAX)
                     .max(1),
-            );
+            )
+            .arg(self.throttled_sent_us);
         for id in &self.returned {
             inv.arg(*id);
         }

@@ -193,6 +193,9 @@ fn apply(
         k.learnt_pushed = sent.learnt;
     }
     k.throttled = k.throttled.saturating_sub(sent.throttled);
+    if k.throttled == 0 {
+        k.throttled_sent = None;
+    }
     k.succeeded = k.succeeded.saturating_sub(sent.succeeded);
     if let Some(b) = &mut k.budget {
         b.pending -= sent.budget_delta;

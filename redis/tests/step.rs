@@ -201,6 +201,7 @@ fn cool_downs_learnt_quotas_adaptive_rate_and_budget_are_shared() {
     let r = Step {
         want: 1,
         throttled: 1,
+        throttled_sent_us: u64::MAX,
         ..plain.clone()
     }
     .invoke(&mut a, key)
