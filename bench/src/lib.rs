@@ -24,6 +24,7 @@ pub struct ReadmeDoctests;
 
 pub mod cancel;
 pub mod deadline;
+pub mod fleet;
 pub mod nohints;
 pub mod overhead;
 pub mod poll;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale sizes overhead tls all
+//! suites: poll quota nohints deadline cancel scale sizes overhead tls fleet all
 //! ```
 #![forbid(unsafe_code)]
 
@@ -14,7 +14,8 @@ use polite_bench::{
 };
 
 const SUITES: &[&str] = &[
-    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "tls", "all",
+    "poll", "quota", "nohints", "deadline", "cancel", "scale", "sizes", "overhead", "tls", "fleet",
+    "all",
 ];
 
 fn usage() -> ExitCode {
@@ -36,6 +37,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "sizes" => vec![scale::sizes_table(size)],
         "overhead" => overhead::run(size),
         "tls" => tls::run(size),
+        "fleet" => polite_bench::fleet::run(size),
         _ => Vec::new(),
     }
 }
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
             let names: Vec<&str> = if suite == "all" {
                 vec![
                     "overhead", "deadline", "cancel", "poll", "quota", "nohints", "scale", "tls",
+                    "fleet",
                 ]
             } else {
                 vec![suite]

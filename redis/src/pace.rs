@@ -52,8 +52,10 @@ impl FleetPace for RedisPace {
         if k.stock.pop_front().is_some() {
             k.used += 1;
             k.asked_since = None;
-            // Lease the next permits before they are asked for.
-            let refill = k.stock.is_empty() && up;
+            // Lease the next permits before they are asked for: when half
+            // the last lease is used.
+            let left = u32::try_from(k.stock.len()).unwrap_or(u32::MAX);
+            let refill = up && left.saturating_mul(2) <= k.last_lease.saturating_sub(1);
             if refill {
                 k.wanted = k.wanted.max(1);
             }
@@ -142,7 +144,6 @@ impl Drop for RedisPace {
                 let ids: Vec<u64> = k.stock.drain(..).map(|(id, _)| id).collect();
                 if !ids.is_empty() {
                     k.returned.extend(ids);
-                    #[allow(clippy::disallowed_methods)] // a drop has no caller's clock
                     k.touch(Instant::now());
                 }
                 k.wanted = 0;
@@ -173,7 +174,6 @@ impl RedisBudget {
         let before = i64::from(view.bucket.tokens());
         let r = f(&mut view.bucket);
         view.pending += before - i64::from(view.bucket.tokens());
-        #[allow(clippy::disallowed_methods)] // the budget interface has no clock
         k.touch(Instant::now());
         r
     }

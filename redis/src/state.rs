@@ -91,6 +91,8 @@ pub(crate) struct KeyState {
     pub(crate) asked_since: Option<Instant>,
     /// Permits granted here since the last step (sizes the next lease).
     pub(crate) used: u32,
+    /// Permits the last step granted.
+    pub(crate) last_lease: u32,
     pub(crate) in_flight: bool,
     /// No grant before this instant (the fleet said so).
     pub(crate) not_before: Option<(Instant, PaceLimit)>,
@@ -134,7 +136,10 @@ impl KeyState {
         let want = if self.handles == 0 {
             0
         } else {
-            self.wanted.max(self.used).min(tuning.max_lease)
+            self.wanted
+                .max(self.used)
+                .max(self.last_lease)
+                .min(tuning.max_lease)
         };
         Step {
             want,
@@ -235,7 +240,6 @@ mod tests {
 
     #[test]
     fn the_server_clock_maps_both_ways_around_the_midpoint() {
-        #[allow(clippy::disallowed_methods)] // an arbitrary origin
         let t0 = Instant::now();
         let c = ServerClock::measured(t0, t0 + Duration::from_millis(2), 5_000_000);
         assert_eq!(c.mid, t0 + Duration::from_millis(1));

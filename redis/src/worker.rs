@@ -25,7 +25,6 @@ pub(crate) fn run(shared: &Arc<Shared>, client: &redis::Client) {
         let (jobs, stopping) = {
             let mut st = shared.lock();
             loop {
-                #[allow(clippy::disallowed_methods)] // the IO side reads the clock
                 let now = Instant::now();
                 let stopping = st.stop;
                 let can_try = st.up
@@ -129,10 +128,8 @@ fn round_trip(
             "no connection",
         )));
     };
-    #[allow(clippy::disallowed_methods)] // the IO side reads the clock
     let sent = Instant::now();
     let reply = job.step.invoke(c, &job.key)?;
-    #[allow(clippy::disallowed_methods)]
     let back = Instant::now();
     let clock = ServerClock::measured(sent, back, reply.server_us);
     Ok((reply, clock))
@@ -145,7 +142,6 @@ fn apply(
     answer: redis::RedisResult<(StepReply, ServerClock)>,
     tuning: &Tuning,
 ) {
-    #[allow(clippy::disallowed_methods)] // the IO side reads the clock
     let now = Instant::now();
     let (reply, clock) = match answer {
         Ok(a) => a,
@@ -223,6 +219,7 @@ fn apply(
         }
     } else {
         k.stock.extend(reply.granted.iter().map(|id| (*id, until)));
+        k.last_lease = u32::try_from(reply.granted.len()).unwrap_or(u32::MAX);
     }
     if (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
         let at = clock.local(reply.next_us);

@@ -270,3 +270,116 @@ fn redis_restarted_empty_mid_batch_is_used_again() {
     );
     assert!(Redis::find().is_none() || served.load(Ordering::SeqCst) == 1);
 }
+
+#[test]
+fn the_retry_budget_is_the_fleets() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let lab = Lab::start(LabConfig::default().fault(
+        polite_lab::PathMatch::Any,
+        polite_lab::Fault::FailRandomly {
+            probability: 1.0,
+            status: 500,
+        },
+    ))
+    .unwrap();
+    // Room for two retries after a 500 (14 tokens each), fleet-wide.
+    let config = Config {
+        retry_budget: Some(polite_core::budget::RetryBucket::new(
+            28,
+            polite_core::budget::RetryCosts::default(),
+        )),
+        ..base()
+    };
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let a = client(
+        config.clone(),
+        Some(SharedFleet::new(fleet(&redis.url(), 2))),
+        &notices,
+    );
+    let err = a.send(get(lab.url("/down"))).unwrap_err();
+    assert_eq!(lab.log().len(), 3, "{err}: one send and two retries");
+    // Process a's withdrawals reach Redis (bounded wait).
+    let origin = lab.url("/");
+    let key = format!("test:{{{}}}:st", origin.trim_end_matches('/'));
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let tokens: Option<u32> = redis::cmd("HGET")
+            .arg(&key)
+            .arg("bt")
+            .query(&mut conn)
+            .unwrap();
+        if tokens == Some(0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{key}: {tokens:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Process b has a budget of its own making, but the fleet's is spent.
+    let b = client(
+        config,
+        Some(SharedFleet::new(fleet(&redis.url(), 2))),
+        &notices,
+    );
+    let err = b.send(get(lab.url("/down"))).unwrap_err();
+    assert_eq!(lab.log().len(), 4, "{err}: b did not retry");
+    assert!(notices.lock().unwrap().is_empty());
+}
+
+#[test]
+fn without_redis_each_process_paces_at_its_share_and_hears_once() {
+    // A port nothing listens on: every connect is refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fleet = Arc::new(fleet(&format!("redis://127.0.0.1:{port}/"), 2));
+    let config = Config {
+        throttle: Some(Throttle::new(10, Duration::from_secs(1))),
+        fleet: Some(SharedFleet::from_arc(
+            Arc::clone(&fleet) as Arc<dyn polite_client::Fleet>
+        )),
+        ..Config::default()
+    };
+    let paces = polite_client::Paces::new(&config).unwrap();
+    let key = polite_client::PaceKey::new("http://127.0.0.1:1");
+    let pace = paces.get(&key, Instant::now());
+    let mut pace = pace.lock().unwrap();
+    // The first ask waits for the worker, which finds no Redis.
+    let t0 = Instant::now();
+    assert!(polite_core::Pace::acquire(&mut *pace, t0).is_err());
+    let started = Instant::now();
+    while fleet.is_up() {
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the worker never tried"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Local pace at 10 / 2 processes: 5 sends in the window, then a refusal.
+    let t = Instant::now();
+    for i in 0..5 {
+        assert_eq!(
+            polite_core::Pace::acquire(&mut *pace, t),
+            Ok(()),
+            "send {i}"
+        );
+    }
+    assert!(polite_core::Pace::acquire(&mut *pace, t).is_err());
+    assert_eq!(
+        polite_client::Fleet::take_notice(&*fleet),
+        Some(Notice::FleetUnavailable)
+    );
+    assert_eq!(polite_client::Fleet::take_notice(&*fleet), None, "once");
+    assert!(fleet.stats().failures >= 1);
+}
