@@ -25,6 +25,7 @@ pub struct ReadmeDoctests;
 pub mod batch_scale;
 pub mod cancel;
 pub mod deadline;
+pub mod fleet;
 pub mod nohints;
 pub mod observe;
 pub mod overhead;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls observe all
+//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls observe fleet all
 //! ```
 #![forbid(unsafe_code)]
 
@@ -26,6 +26,7 @@ const SUITES: &[&str] = &[
     "overhead",
     "tls",
     "observe",
+    "fleet",
     "all",
 ];
 
@@ -50,6 +51,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "overhead" => overhead::run(size),
         "tls" => tls::run(size),
         "observe" => observe::run(size),
+        "fleet" => polite_bench::fleet::run(size),
         _ => Vec::new(),
     }
 }
@@ -113,6 +115,7 @@ fn main() -> ExitCode {
                     "scale-batch",
                     "tls",
                     "observe",
+                    "fleet",
                 ]
             } else {
                 vec![suite]

@@ -86,6 +86,8 @@ pub(crate) struct Common {
     /// command's) and parent_span_id [default: $TRACEPARENT].
     #[arg(long, value_name = "TRACEPARENT")]
     pub(crate) traceparent: Option<String>,
+    #[command(flatten)]
+    pub(crate) fleet: crate::fleet::FleetArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -5,6 +5,7 @@
 mod args;
 mod demo;
 mod exit;
+mod fleet;
 mod log;
 mod progress;
 mod redact;

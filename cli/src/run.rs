@@ -52,6 +52,7 @@ fn config(common: &Common, default_timeout: Duration) -> Config {
     } else {
         polite_client::RedirectPolicy::up_to(common.max_redirects)
     };
+    crate::fleet::apply(&common.fleet, &mut config);
     config
 }
 
@@ -215,7 +216,10 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
             match e {
                 Observed::Record(_) => p.requests += 1,
-                Observed::Notice(_) => p.backoff = true,
+                Observed::Notice(polite_core::Notice::LongPollUnsupported) => {
+                    p.backoff = true;
+                }
+                Observed::Notice(_) => {}
             }
         }
         match &line {

@@ -413,6 +413,7 @@ where
         Tracing {
             observer: self.observer.as_deref(),
             meter,
+            fleet: self.shared.config.fleet.as_deref(),
         }
     }
 
@@ -739,14 +740,19 @@ pub enum Observed<'a> {
 type RecordObserver = Arc<dyn Fn(Observed<'_>) + Send + Sync>;
 
 /// Records and notices to `tracing`, the call's metrics and the client's
-/// observer.
+/// observer, with the fleet's notices (SPEC §4.3: its store stopped
+/// answering, or answers again) as they come, at the next record.
 struct Tracing<'o> {
     observer: Option<&'o (dyn Fn(Observed<'_>) + Send + Sync)>,
     meter: &'o CallMeter,
+    fleet: Option<&'o dyn crate::fleet::Fleet>,
 }
 
 impl Observe for Tracing<'_> {
     fn record(&mut self, record: &AttemptRecord) {
+        if let Some(notice) = self.fleet.and_then(|f| f.take_notice()) {
+            self.notice(notice);
+        }
         trace_record(record);
         self.meter.record(record);
         if let Some(o) = self.observer {

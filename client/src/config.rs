@@ -9,6 +9,7 @@ use polite_core::ratelimit::RateLimitHeaders;
 use polite_core::{BatchPolicy, PollPolicy, RetryPolicy};
 
 use crate::classify::Classifier;
+use crate::fleet::SharedFleet;
 use crate::paces::PaceBy;
 use crate::redirect::RedirectPolicy;
 
@@ -93,6 +94,13 @@ pub struct Config {
     /// replaces the guess; a server that never answers 429 never sees the
     /// client slow down. Default `true`.
     pub adaptive: bool,
+    /// Share every pace (and the retry budget) with other processes
+    /// (SPEC §4.3): e.g. `polite_redis::RedisFleet` keeps them on Redis.
+    /// The throttle, learnt quota and adaptive rate then count for the
+    /// whole fleet; when the store does not answer, each process paces
+    /// locally at the quota divided by [`Fleet::size`](crate::Fleet::size).
+    /// Default: none (the pace is per process).
+    pub fleet: Option<SharedFleet>,
 }
 
 impl Default for Config {
@@ -112,6 +120,7 @@ impl Default for Config {
             retry_budget: Some(RetryBucket::default()),
             classify: None,
             adaptive: true,
+            fleet: None,
         }
     }
 }

@@ -39,6 +39,7 @@ mod config;
 #[cfg(feature = "ctrl-c")]
 mod ctrl_c;
 mod error;
+mod fleet;
 mod io;
 mod job;
 mod meter;
@@ -62,6 +63,7 @@ pub use config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]
 pub use ctrl_c::{CtrlCError, cancel_on_ctrl_c};
 pub use error::{BoxError, Error, TransportError, io_error_kind};
+pub use fleet::{Fleet, FleetBudget, FleetGrant, FleetPace, FleetTerms, SharedFleet};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
 pub use options::CallOptions;

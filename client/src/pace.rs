@@ -7,6 +7,8 @@ use polite_core::pace::PaceLimit;
 use polite_core::ratelimit::RateLimitInfo;
 use polite_core::{Pace, RateThrottle};
 
+use crate::fleet::{FleetGrant, FleetPace};
+
 /// A client's shared pace: an optional [`RateThrottle`] plus a cool-down
 /// that works even without a throttle, so that a 429 seen by one call holds
 /// off every other call of the same client until the server's time, and —
@@ -33,6 +35,11 @@ pub struct ClientPace {
     adaptive: bool,
     rate: Option<AdaptiveRate>,
     refused_by: PaceLimit,
+    /// The fleet-wide pace (SPEC §4.3), asked first; the local pace above
+    /// is the fallback while it does not answer.
+    fleet: Option<Box<dyn FleetPace>>,
+    /// How many processes share the quota: the local fallback's share.
+    fleet_size: u32,
 }
 
 impl ClientPace {
@@ -45,7 +52,42 @@ impl ClientPace {
             adaptive: false,
             rate: None,
             refused_by: PaceLimit::Unknown,
+            fleet: None,
+            fleet_size: 1,
         }
+    }
+
+    /// Asks `fleet` first (a pace shared with other processes, SPEC §4.3):
+    /// its grants and refusals decide; while it answers
+    /// [`FleetGrant::Unavailable`] this pace decides alone — its throttle
+    /// should then be the fleet's divided by `fleet_size`, and a quota it
+    /// learns from the server is divided by `fleet_size` too. Cool-downs,
+    /// quotas and answers go to both.
+    ///
+    /// ```
+    /// use polite_client::{ClientPace, FleetGrant, FleetPace};
+    /// use polite_core::{Pace, adaptive::Answered, ratelimit::RateLimitInfo};
+    /// use std::time::{Duration, Instant};
+    /// #[derive(Debug)]
+    /// struct Closed(Instant);
+    /// impl FleetPace for Closed {
+    ///     fn acquire(&mut self, _: Instant) -> FleetGrant {
+    ///         FleetGrant::Refused { until: self.0, by: Default::default() }
+    ///     }
+    ///     fn cool_down(&mut self, _: Instant) {}
+    ///     fn observe(&mut self, _: Instant, _: &RateLimitInfo) {}
+    ///     fn on_answer(&mut self, _: Answered) {}
+    /// }
+    /// let t0 = Instant::now();
+    /// let later = t0 + Duration::from_secs(1);
+    /// let mut p = ClientPace::new(None).with_fleet(Box::new(Closed(later)), 4);
+    /// assert_eq!(p.acquire(t0), Err(later));
+    /// ```
+    #[must_use]
+    pub fn with_fleet(mut self, fleet: Box<dyn FleetPace>, fleet_size: u32) -> ClientPace {
+        self.fleet = Some(fleet);
+        self.fleet_size = fleet_size.max(1);
+        self
     }
 
     /// Without a throttle, also adapt the send rate to rate-limited
@@ -151,6 +193,17 @@ impl Pace for ClientPace {
             }
             self.cooling_until = None;
         }
+        if let Some(fleet) = &mut self.fleet {
+            match fleet.acquire(now) {
+                FleetGrant::Granted => return Ok(()),
+                FleetGrant::Refused { until, by } if until > now => {
+                    self.refused_by = by;
+                    return Err(until);
+                }
+                // A refusal in the past: ask locally rather than spin.
+                FleetGrant::Refused { .. } | FleetGrant::Unavailable => {}
+            }
+        }
         if let Some(t) = &mut self.throttle {
             let r = t.acquire(now);
             self.refused_by = t.refusal();
@@ -169,6 +222,9 @@ impl Pace for ClientPace {
     }
 
     fn on_answer(&mut self, answer: Answered) {
+        if let Some(fleet) = &mut self.fleet {
+            fleet.on_answer(answer);
+        }
         if let Some(t) = &mut self.throttle {
             t.on_answer(answer);
         } else if self.adaptive {
@@ -183,6 +239,9 @@ impl Pace for ClientPace {
     }
 
     fn cool_down(&mut self, until: Instant) {
+        if let Some(fleet) = &mut self.fleet {
+            fleet.cool_down(until);
+        }
         if self.cooling_until.is_none_or(|u| u < until) {
             self.cooling_until = Some(until);
         }
@@ -192,6 +251,22 @@ impl Pace for ClientPace {
     /// `RateLimit-Policy`; a `RateLimit: r=0;t=N` pauses every call (through
     /// the throttle, or the client's own cool-down when there is none).
     fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
+        let share;
+        let mut info = info;
+        if let Some(fleet) = &mut self.fleet {
+            fleet.observe(now, info);
+            if let Some(q) = info.quota
+                && self.fleet_size > 1
+            {
+                // The local fallback's share of the fleet's quota.
+                let mut q = q;
+                q.limit = q.limit.div_ceil(u64::from(self.fleet_size));
+                let mut s = *info;
+                s.quota = Some(q);
+                share = s;
+                info = &share;
+            }
+        }
         match &mut self.throttle {
             Some(t) => t.observe(now, info),
             None => {

@@ -13,6 +13,7 @@ use polite_core::{RateThrottle, Reply, RetryClass};
 
 use crate::config::{Config, Throttle};
 use crate::error::Error;
+use crate::fleet::{FleetBudget, FleetTerms, SharedFleet};
 use crate::pace::ClientPace;
 
 /// Which calls of a client share one pace (throttle, cool-down, learnt
@@ -103,6 +104,7 @@ pub struct Paces {
     throttle: Option<Throttle>,
     learn_quota: Option<u32>,
     adaptive: bool,
+    fleet: Option<SharedFleet>,
     hasher: RandomState,
     map: Mutex<HashMap<PaceKey, Entry>>,
 }
@@ -115,7 +117,8 @@ struct Entry {
 }
 
 /// A key's retry budget: the [`RetryBucket`] its calls share
-/// ([`Config::retry_budget`]), or none (every retry the policy allows).
+/// ([`Config::retry_budget`]), the fleet's ([`Config::fleet`]), or none
+/// (every retry the policy allows).
 ///
 /// ```
 /// use polite_client::ClientBudget;
@@ -128,34 +131,56 @@ struct Entry {
 /// assert_eq!(tiny.withdraw(RetryClass::ServerError, Reply::Status(503)), None);
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct ClientBudget(Option<Arc<Mutex<RetryBucket>>>);
+pub struct ClientBudget(Option<Arc<Mutex<Bucket>>>);
+
+/// Where a budget's tokens are kept.
+#[derive(Debug)]
+enum Bucket {
+    Local(RetryBucket),
+    Fleet(Box<dyn FleetBudget>),
+}
 
 impl ClientBudget {
     /// A budget over `bucket` (`None`: no budget).
     #[must_use]
     pub fn new(bucket: Option<RetryBucket>) -> ClientBudget {
-        ClientBudget(bucket.map(|b| Arc::new(Mutex::new(b))))
+        ClientBudget(bucket.map(|b| Arc::new(Mutex::new(Bucket::Local(b)))))
+    }
+
+    /// A budget shared with other processes (SPEC §4.3).
+    #[must_use]
+    pub fn fleet(budget: Box<dyn FleetBudget>) -> ClientBudget {
+        ClientBudget(Some(Arc::new(Mutex::new(Bucket::Fleet(budget)))))
     }
 
     /// The tokens left (`None` without a budget).
     #[must_use]
     pub fn tokens(&self) -> Option<u32> {
-        self.0
-            .as_ref()
-            .map(|b| b.lock().unwrap_or_else(PoisonError::into_inner).tokens())
+        self.0.as_ref().map(
+            |b| match &*b.lock().unwrap_or_else(PoisonError::into_inner) {
+                Bucket::Local(b) => b.tokens(),
+                Bucket::Fleet(b) => b.tokens(),
+            },
+        )
     }
 }
 
 impl RetryBudget for ClientBudget {
     fn withdraw(&mut self, class: RetryClass, last: Reply) -> Option<u32> {
         match &mut self.0 {
-            Some(b) => b.withdraw(class, last),
+            Some(b) => match &mut *b.lock().unwrap_or_else(PoisonError::into_inner) {
+                Bucket::Local(b) => b.withdraw(class, last),
+                Bucket::Fleet(b) => b.withdraw(class, last),
+            },
             None => Some(0),
         }
     }
     fn deposit(&mut self, last_cost: Option<u32>) {
         if let Some(b) = &mut self.0 {
-            b.deposit(last_cost);
+            match &mut *b.lock().unwrap_or_else(PoisonError::into_inner) {
+                Bucket::Local(b) => b.deposit(last_cost),
+                Bucket::Fleet(b) => b.deposit(last_cost),
+            }
         }
     }
 }
@@ -173,6 +198,7 @@ impl Paces {
             throttle: config.throttle,
             learn_quota: config.learn_quota,
             adaptive: config.adaptive,
+            fleet: config.fleet.clone(),
             hasher: RandomState::new(),
             map: Mutex::new(HashMap::new()),
         };
@@ -181,8 +207,13 @@ impl Paces {
     }
 
     fn make(&self) -> Result<ClientPace, Error> {
+        // With a fleet, the local throttle is the fallback: this process's
+        // share of the fleet's quota.
+        let share = self.fleet.as_ref().map_or(1, |f| f.size().max(1));
         let throttle = match (self.throttle, self.learn_quota) {
-            (Some(Throttle { limit, window }), _) => Some(RateThrottle::new(limit, window)?),
+            (Some(Throttle { limit, window }), _) => {
+                Some(RateThrottle::new(limit.div_ceil(share), window)?)
+            }
             (None, Some(max)) => Some(RateThrottle::learning(max)?),
             (None, None) => None,
         };
@@ -227,13 +258,22 @@ impl Paces {
         if map.len() >= SWEEP_AT {
             sweep(&mut map, now);
         }
-        let pace = match self.make() {
+        let mut pace = match self.make() {
             Ok(p) => p,
             // Checked in `new` with the same settings.
             Err(_) => ClientPace::new(None),
         };
+        let mut budget = None;
+        if let Some(fleet) = &self.fleet {
+            let terms = FleetTerms::new(self.throttle, self.learn_quota, self.adaptive);
+            pace = pace.with_fleet(fleet.join(key, &terms), fleet.size());
+            budget = self
+                .budget
+                .and_then(|b| fleet.budget(key, b))
+                .map(ClientBudget::fleet);
+        }
         let pace = Arc::new(Mutex::new(pace));
-        let budget = ClientBudget::new(self.budget);
+        let budget = budget.unwrap_or_else(|| ClientBudget::new(self.budget));
         map.insert(
             key.clone(),
             Entry {

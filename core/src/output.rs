@@ -68,6 +68,11 @@ pub enum Notice {
     /// The server rejected the wait parameter; this wait now polls on the
     /// backoff schedule, for good.
     LongPollUnsupported,
+    /// The fleet's shared pace (SPEC §4.3, e.g. on Redis) does not answer:
+    /// this process paces alone, at its share of the quota, until it does.
+    FleetUnavailable,
+    /// The fleet's shared pace answers again: the quota is shared again.
+    FleetRestored,
 }
 
 impl std::fmt::Display for Notice {
@@ -76,6 +81,10 @@ impl std::fmt::Display for Notice {
             Notice::LongPollUnsupported => {
                 "server does not support long-poll; switching to backoff"
             }
+            Notice::FleetUnavailable => {
+                "the fleet's shared pace does not answer; pacing locally at this process's share of the quota"
+            }
+            Notice::FleetRestored => "the fleet's shared pace answers again; sharing the quota",
         })
     }
 }

@@ -29,6 +29,7 @@ pub struct Redis {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
+    binary: PathBuf,
 }
 
 impl Drop for Redis {
@@ -86,42 +87,53 @@ impl Redis {
             let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
             l.local_addr().expect("its address").port()
         };
-        let child = Command::new(binary)
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args([
-                "--protected-mode",
-                "yes",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--logfile")
-            .arg(dir.path().join("redis.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        let mut redis = Redis { child, port, dir };
+        let child = spawn(binary, port, dir.path());
+        let mut redis = Redis {
+            child,
+            port,
+            dir,
+            binary: binary.to_owned(),
+        };
+        redis.wait_ready();
+        redis
+    }
+
+    /// Kills the server and starts a new one on the same port, with no data
+    /// (as after a crash without persistence): the fleet's keys and loaded
+    /// scripts are gone.
+    ///
+    /// # Panics
+    ///
+    /// When the new server does not start or answer within 10 s.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(&self.binary, self.port, self.dir.path());
+        self.wait_ready();
+    }
+
+    /// The server's process id (e.g. to pause it with `kill -STOP`).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_ready(&mut self) {
         let started = Instant::now();
         loop {
-            if redis.try_command(&["PING"]).as_deref() == Some("+PONG") {
+            if self.try_command(&["PING"]).as_deref() == Some("+PONG") {
                 break;
             }
-            if let Ok(Some(status)) = redis.child.try_wait() {
-                panic!("redis-server exited ({status}):\n{}", redis.log());
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("redis-server exited ({status}):\n{}", self.log());
             }
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "redis-server did not answer within 10 s:\n{}",
-                redis.log()
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        redis
     }
 
     /// `redis://127.0.0.1:PORT/`, for a Redis client.
@@ -166,4 +178,27 @@ impl Redis {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
     }
+}
+
+/// redis-server on 127.0.0.1:`port`, loopback only, no persistence.
+fn spawn(binary: &Path, port: u16, dir: &Path) -> Child {
+    Command::new(binary)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--protected-mode",
+            "yes",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts")
 }

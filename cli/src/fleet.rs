@@ -1,0 +1,57 @@
+//! `--redis`, `--redis-key-prefix`, `--fleet-size`: many `polite`
+//! processes share one quota through Redis (SPEC §4.3, `polite-redis`).
+
+use clap::Args;
+use polite_blocking::Config;
+use polite_client::SharedFleet;
+use polite_redis::{FleetOptions, RedisFleet};
+
+/// The fleet options every command shares.
+#[derive(Debug, Args)]
+pub(crate) struct FleetArgs {
+    /// Share the pace with every process that uses this Redis and key
+    /// prefix (`redis://host:port/db`): --rate, cool-downs, a quota learnt
+    /// from RateLimit headers, the adaptive rate and the retry budget are
+    /// then the whole fleet's. If Redis does not answer, each process paces
+    /// alone at 1/--fleet-size of the quota and says so once.
+    #[arg(long = "redis", value_name = "URL", env = "POLITE_REDIS_URL", value_parser = redis_url)]
+    pub(crate) redis: Option<String>,
+    /// The prefix of polite's Redis keys (fleets with different prefixes
+    /// share nothing).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "polite:",
+        env = "POLITE_REDIS_KEY_PREFIX"
+    )]
+    pub(crate) redis_key_prefix: String,
+    /// How many processes share the quota (used only while Redis does not
+    /// answer: each then sends at 1/N of it).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) fleet_size: u32,
+}
+
+/// Checks a Redis URL at parse time (a usage error, exit 2).
+fn redis_url(s: &str) -> Result<String, String> {
+    RedisFleet::check_url(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| format!("{e}: expected redis://host:port/db"))
+}
+
+/// Puts the fleet `args` ask for into `config` (nothing without `--redis`).
+/// A fleet that cannot start (no thread) leaves the process pacing alone,
+/// saying so.
+pub(crate) fn apply(args: &FleetArgs, config: &mut Config) {
+    let Some(url) = &args.redis else {
+        return;
+    };
+    let options = FleetOptions {
+        prefix: args.redis_key_prefix.clone(),
+        size: args.fleet_size,
+        ..FleetOptions::default()
+    };
+    match RedisFleet::new(url, options) {
+        Ok(fleet) => config.fleet = Some(SharedFleet::new(fleet)),
+        Err(e) => eprintln!("polite: cannot share the pace through Redis ({e}); pacing alone"),
+    }
+}

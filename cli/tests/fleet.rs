@@ -1,0 +1,168 @@
+//! The fleet evidence (issue 20, SPEC §4.3): N = 8 real `polite batch`
+//! processes against one lab quota of R per second, sharing the pace
+//! through a real redis-server (`--redis`), against the same 8 processes
+//! without it. Three quotas: configured (`--rate`), learnt from the
+//! `RateLimit` headers, and bare 429s (the adaptive rate). The lab counts
+//! the 429s; every item must succeed exactly once. Each test prints its
+//! numbers and its time against the ideal (items ÷ R).
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use polite_lab::redis::Redis;
+use polite_lab::{Lab, LabConfig, LogStats, Quota, RetryAfterStyle};
+
+const PROCESSES: usize = 8;
+const ITEMS: usize = 10;
+/// The lab's quota: R requests per second.
+const R: u32 = 40;
+
+/// Starts `polite batch ARGS` with its URLs on stdin.
+fn spawn(args: &[String], urls: &str) -> std::process::Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .arg("batch")
+        .args(args)
+        .env_remove("POLITE_REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(urls.as_bytes())
+        .expect("urls written");
+    child
+}
+
+fn ok_lines(o: &Output) -> usize {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains(r#""ok":true"#))
+        .count()
+}
+
+/// What one fleet run did.
+struct Run {
+    refused: usize,
+    took: Duration,
+    stderr: String,
+}
+
+/// Runs the 8 processes at once against a fresh lab made by `lab`, each
+/// with `args` (and `--redis` when `redis` is given).
+fn fleet(lab: &LabConfig, args: &[&str], redis: Option<(&Redis, &str)>) -> Run {
+    let lab = Lab::start(lab.clone()).unwrap();
+    let mut common: Vec<String> = ["--timeout", "60s"]
+        .iter()
+        .chain(args)
+        .map(ToString::to_string)
+        .collect();
+    if let Some((redis, prefix)) = redis {
+        common.extend([
+            "--redis".into(),
+            redis.url(),
+            "--redis-key-prefix".into(),
+            prefix.into(),
+            "--fleet-size".into(),
+            PROCESSES.to_string(),
+        ]);
+    }
+    let started = Instant::now();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|p| {
+            let urls: String = (0..ITEMS)
+                .map(|i| lab.url(&format!("/items/p{p}-{i}")) + "\n")
+                .collect();
+            spawn(&common, &urls)
+        })
+        .collect();
+    let outputs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("it ends"))
+        .collect();
+    let took = started.elapsed();
+    let mut stderr = String::new();
+    for o in &outputs {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert_eq!(ok_lines(o), ITEMS, "{err}");
+        stderr.push_str(&err);
+    }
+    let log = lab.log();
+    assert_eq!(log.count_status(200), PROCESSES * ITEMS, "each item once");
+    Run {
+        refused: log.count_429(),
+        took,
+        stderr,
+    }
+}
+
+/// Both runs, printed; returns (shared, alone).
+fn compare(name: &str, lab: &LabConfig, args: &[&str]) -> Option<(Run, Run)> {
+    let binary = Redis::find_or_skip()?;
+    let redis = Redis::start(&binary);
+    let alone = fleet(lab, args, None);
+    let shared = fleet(lab, args, Some((&redis, name)));
+    let ideal = (PROCESSES * ITEMS) as f64 / f64::from(R);
+    eprintln!(
+        "{PROCESSES} processes x {ITEMS} items, lab quota {R}/s, {name}: \
+         without Redis {} x 429 in {:.2?} ({:.2}x ideal); \
+         with Redis {} x 429 in {:.2?} ({:.2}x ideal {ideal} s)",
+        alone.refused,
+        alone.took,
+        alone.took.as_secs_f64() / ideal,
+        shared.refused,
+        shared.took,
+        shared.took.as_secs_f64() / ideal,
+    );
+    assert!(
+        !shared.stderr.contains("does not answer"),
+        "{}",
+        shared.stderr
+    );
+    Some((shared, alone))
+}
+
+#[test]
+fn eight_processes_share_a_configured_quota() {
+    let lab = LabConfig::default().quota(Quota::fixed(R, Duration::from_secs(1)));
+    let rate = format!("{R}/1s");
+    let Some((shared, alone)) = compare("configured", &lab, &["--rate", &rate]) else {
+        return;
+    };
+    assert_eq!(shared.refused, 0);
+    assert!(alone.refused > 0, "8 processes at {R}/s each overran {R}/s");
+}
+
+#[test]
+fn eight_processes_share_a_learnt_quota() {
+    let lab = LabConfig::default()
+        .quota(Quota::fixed(R, Duration::from_secs(1)))
+        .ratelimit_headers(true);
+    let Some((shared, alone)) = compare("learnt", &lab, &[]) else {
+        return;
+    };
+    assert_eq!(shared.refused, 0);
+    assert!(alone.refused > 0);
+}
+
+#[test]
+fn eight_processes_adapt_together_to_bare_429s() {
+    let lab = LabConfig::default()
+        .quota(Quota::fixed(R, Duration::from_secs(1)))
+        .retry_after_style(RetryAfterStyle::Omitted);
+    let Some((shared, _alone)) = compare("bare 429s (adaptive)", &lab, &[]) else {
+        return;
+    };
+    // At most one burst: what the fleet sends in one window of the quota
+    // before the first 429 reaches it.
+    assert!(
+        shared.refused <= R as usize,
+        "{} x 429 with a shared adaptive rate",
+        shared.refused
+    );
+}

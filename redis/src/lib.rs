@@ -1,0 +1,113 @@
+//! # polite-redis
+//!
+//! A fleet-wide pace for polite (SPEC §4.3): many processes — pods, CI
+//! jobs, queue workers — share one server quota through **Redis**. Per pace
+//! key (the origin by default, the same [`PaceKey`](polite_client::PaceKey)
+//! the client uses, under a prefix of yours) Redis holds:
+//!
+//! * the **send log** of the window in force (a sorted set of grants
+//!   stamped with the server's clock), configured
+//!   ([`Config::throttle`](polite_client::Config::throttle), for the whole
+//!   fleet) or **learnt** from `RateLimit-Policy`;
+//! * the **cool-down** instant (a `Retry-After`, a `RateLimit` pause);
+//! * the **adaptive rate** (the AWS SDKs' CUBIC, fleet-wide: a bare 429 seen
+//!   by one process slows every process; the fleet's measured send rate is
+//!   what is cut);
+//! * the **retry budget**'s tokens.
+//!
+//! Every decision is **one Lua script** ([`Step`], `EVALSHA`, `EVAL` after a
+//! restart's `NOSCRIPT`), atomic on the server, so two processes never
+//! both take the last slot. Instants are the server's `TIME`; each process
+//! maps them onto its monotonic clock with the offset measured on every
+//! round trip (the server read its clock at about the trip's midpoint).
+//! Keys expire when idle ([`FleetOptions::ttl`]).
+//!
+//! ## The seam: the core stays sans-IO
+//!
+//! The machines only ever ask a synchronous [`Pace`](polite_core::Pace).
+//! The client's [`ClientPace`](polite_client::ClientPace) asks the
+//! [`RedisPace`] first, which answers at once from this process's
+//! **lease** — permits Redis granted, each usable until its lease ends
+//! ([`FleetOptions::lease`]) — and leaves the talking to one **worker
+//! thread** per [`RedisFleet`], on redis-rs's synchronous connection with
+//! connect, read and write timeouts. So nothing blocks an executor thread,
+//! and the same fleet works under tokio, async-io and plain threads.
+//!
+//! ```text
+//!  machines (sans-IO)        this process                               Redis
+//!  ──────────────────        ────────────                               ─────
+//!  Paced::acquire(now) ──► ClientPace ──► RedisPace.acquire(now)
+//!                                          │ a leased permit? ── Granted
+//!                                          │ none: wanted += 1, wake ─┐
+//!       ◄── Err(now + poll) ───────────────┘                          │
+//!                                                                     ▼
+//!                                         worker thread ── EVALSHA step.lua ──► TIME; drop expired
+//!                                          (one per fleet)   want, returns,      grants; grant ≤ free
+//!                                                            cool-down, quota,   slots; cool-down;
+//!                                                            answers, budget Δ   CUBIC; budget
+//!                                          lease ◄── ids, server time, next ◄──┘
+//!  Paced::acquire(now+poll) ──► RedisPace: Granted (or Refused until the
+//!                               instant Redis named, mapped to Instant)
+//!  429 / Retry-After / RateLimit ──► cool_down / observe / on_answer:
+//!                               noted at once, shared by the next step
+//!                               (a cool-down, a new quota or a throttle
+//!                               wakes the worker at once)
+//! ```
+//!
+//! **Cost**: a round trip leases up to [`FleetOptions::max_lease`] permits
+//! (as many as were used since the last one), and answers, returns and
+//! budget changes ride along, so a busy process makes at most one round
+//! trip per send, usually fewer. A permit is held in the log for the
+//! window plus its lease plus a margin, because it may be used up to a
+//! lease after its grant: that keeps *every* window of real sends within the
+//! limit, at the cost of `lease / window` of the quota (10 % of a 1 s
+//! window by default). Unused permits are given back (dropped handles,
+//! expired leases) or age out.
+//!
+//! ## When Redis fails
+//!
+//! Every call is bounded by [`FleetOptions::timeout`] (connect, read,
+//! write), and an ask that Redis has not answered for that long is
+//! answered locally: the caller never waits on Redis longer than that, so
+//! its deadline (SPEC §1) holds. A failed call (down, slow, restarted) makes
+//! every key answer [`FleetGrant::Unavailable`](polite_client::FleetGrant::Unavailable):
+//! the [`ClientPace`](polite_client::ClientPace) paces locally with the
+//! quota divided by [`FleetOptions::size`], and the client's observer gets
+//! [`Notice::FleetUnavailable`](polite_core::Notice::FleetUnavailable)
+//! once; the worker tries again every [`FleetOptions::retry_every`] and,
+//! when Redis answers, [`Notice::FleetRestored`](polite_core::Notice::FleetRestored).
+//! A restarted Redis (scripts and data gone) gets the script again and
+//! starts an empty log. Redis only ever decides *when* a send may go:
+//! nothing is sent twice or lost because of it.
+//!
+//! ```no_run
+//! use polite_client::{Config, SharedFleet, Throttle};
+//! use polite_redis::{FleetOptions, RedisFleet};
+//! let fleet = RedisFleet::new("redis://127.0.0.1:6379/", FleetOptions {
+//!     prefix: "myapp:".into(),
+//!     size: 8, // Redis down: each of 8 processes sends 1/8 of the quota
+//!     ..FleetOptions::default()
+//! })?;
+//! let config = Config {
+//!     throttle: Some(Throttle::per_second(50)), // 50/s for the whole fleet
+//!     fleet: Some(SharedFleet::new(fleet)),
+//!     ..Config::default()
+//! };
+//! let client = polite_blocking::Client::with_config(config);
+//! # drop(client);
+//! # Ok::<(), polite_redis::FleetError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod fleet;
+mod pace;
+mod state;
+mod step;
+mod worker;
+
+pub use fleet::{FleetError, FleetOptions, RedisFleet};
+pub use pace::{RedisBudget, RedisPace};
+pub use state::FleetStats;
+pub use step::{Step, StepReply};

@@ -1,0 +1,252 @@
+//! What a process knows of the fleet: one [`KeyState`] per key (its lease
+//! of permits, the refusal it last heard, the changes it has still to
+//! share), whether Redis answers, and the server clock's mapping onto this
+//! process's monotonic clock. Shared by the pace handles (which answer
+//! from it at once) and the worker (which talks to Redis).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use polite_core::Notice;
+use polite_core::budget::RetryBucket;
+use polite_core::pace::PaceLimit;
+
+use crate::step::Step;
+
+/// The Redis server's clock mapped onto the monotonic clock, from one round
+/// trip: `server_us` was read at about `mid` (the midpoint of the trip).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ServerClock {
+    pub(crate) mid: Instant,
+    pub(crate) server_us: u64,
+}
+
+impl ServerClock {
+    /// The round trip that started at `sent` and ended at `back`, whose
+    /// server answered at `server_us`.
+    pub(crate) fn measured(sent: Instant, back: Instant, server_us: u64) -> ServerClock {
+        ServerClock {
+            mid: sent + back.saturating_duration_since(sent) / 2,
+            server_us,
+        }
+    }
+
+    /// The monotonic instant of a server instant.
+    pub(crate) fn local(&self, us: u64) -> Instant {
+        if us >= self.server_us {
+            self.mid + Duration::from_micros(us - self.server_us)
+        } else {
+            let back = Duration::from_micros(self.server_us - us);
+            self.mid.checked_sub(back).unwrap_or(self.mid)
+        }
+    }
+
+    /// The server instant of a monotonic instant.
+    pub(crate) fn server(&self, t: Instant) -> u64 {
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        if t >= self.mid {
+            self.server_us.saturating_add(us(t - self.mid))
+        } else {
+            self.server_us.saturating_sub(us(self.mid - t))
+        }
+    }
+}
+
+/// The settings every handle and the worker share.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tuning {
+    pub(crate) timeout: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) max_lease: u32,
+    pub(crate) margin: Duration,
+    pub(crate) retry_every: Duration,
+    pub(crate) ttl: Duration,
+    pub(crate) poll: Duration,
+    pub(crate) flush_every: Duration,
+}
+
+/// A key's view of the shared retry budget.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BudgetView {
+    pub(crate) bucket: RetryBucket,
+    /// Tokens taken here since the last step, less those given back.
+    pub(crate) pending: i64,
+}
+
+/// One key, as this process knows it.
+#[derive(Debug, Default)]
+pub(crate) struct KeyState {
+    /// Pace and budget handles alive.
+    pub(crate) handles: u32,
+    pub(crate) limit: u32,
+    pub(crate) window: Duration,
+    pub(crate) learn_max: u32,
+    pub(crate) adaptive: bool,
+    /// Leased permits: id in the send log, and when they may no longer be used.
+    pub(crate) stock: VecDeque<(u64, Instant)>,
+    /// Permits asked for since the last step.
+    pub(crate) wanted: u32,
+    /// Since when an ask is waiting for the worker.
+    pub(crate) asked_since: Option<Instant>,
+    /// Permits granted here since the last step (sizes the next lease).
+    pub(crate) used: u32,
+    /// Permits the last step granted.
+    pub(crate) last_lease: u32,
+    pub(crate) in_flight: bool,
+    /// No grant before this instant (the fleet said so).
+    pub(crate) not_before: Option<(Instant, PaceLimit)>,
+    pub(crate) returned: Vec<u64>,
+    pub(crate) cool_push: Option<Instant>,
+    pub(crate) learnt: Option<(u64, Duration)>,
+    pub(crate) learnt_pushed: Option<(u64, Duration)>,
+    pub(crate) throttled: u32,
+    /// The latest send among the `throttled` answers.
+    pub(crate) throttled_sent: Option<Instant>,
+    pub(crate) succeeded: u32,
+    pub(crate) budget: Option<BudgetView>,
+    /// When the oldest change not shared yet was made.
+    pub(crate) dirty_since: Option<Instant>,
+}
+
+impl KeyState {
+    /// Whether the key must go to Redis now (an ask, a cool-down, a new
+    /// quota, a throttle), or soon (answers, returns, budget changes that
+    /// wait to ride along with an ask, at most `flush_every`).
+    pub(crate) fn due(&self, now: Instant, flush_every: Duration) -> bool {
+        if self.in_flight {
+            return false;
+        }
+        self.wanted > 0
+            || self.cool_push.is_some()
+            || self.learnt != self.learnt_pushed
+            || self.throttled > 0
+            || self
+                .dirty_since
+                .is_some_and(|d| now.saturating_duration_since(d) >= flush_every)
+            || (self.handles == 0 && self.dirty_since.is_some())
+    }
+
+    pub(crate) fn touch(&mut self, now: Instant) {
+        self.dirty_since.get_or_insert(now);
+    }
+
+    /// The step that shares this key's changes and asks for its permits.
+    pub(crate) fn step(&self, clock: Option<ServerClock>, tuning: &Tuning) -> Step {
+        let want = if self.handles == 0 {
+            0
+        } else {
+            self.wanted
+                .max(self.used)
+                .max(self.last_lease)
+                .min(tuning.max_lease)
+        };
+        Step {
+            want,
+            limit: self.limit,
+            window: self.window,
+            hold_extra: tuning.lease + tuning.margin,
+            cool_until_us: match (self.cool_push, clock) {
+                (Some(t), Some(c)) => c.server(t),
+                _ => 0,
+            },
+            learnt: self.learnt.filter(|_| self.learnt != self.learnt_pushed),
+            learn_max: self.learn_max,
+            throttled: self.throttled,
+            throttled_sent_us: match (self.throttled_sent, clock) {
+                (Some(t), Some(c)) => c.server(t),
+                // No clock yet: the send was made before any cut this process saw.
+                _ => u64::MAX,
+            },
+            succeeded: self.succeeded,
+            adaptive: self.adaptive,
+            budget_cap: self.budget.map_or(0, |b| b.bucket.capacity()),
+            budget_delta: self.budget.map_or(0, |b| b.pending),
+            ttl: tuning.ttl,
+            returned: self.returned.clone(),
+        }
+    }
+}
+
+/// Counters for tests and benchmarks.
+///
+/// ```
+/// let s = polite_redis::FleetStats::default();
+/// assert_eq!((s.steps, s.failures, s.granted), (0, 0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetStats {
+    /// Round trips that answered (one Lua step each).
+    pub steps: u64,
+    /// Round trips (or connects) that failed.
+    pub failures: u64,
+    /// Permits granted by Redis.
+    pub granted: u64,
+    /// Permits used for a send.
+    pub used: u64,
+    /// Asks answered by the local fallback while Redis did not answer.
+    pub local: u64,
+}
+
+/// Everything the handles and the worker share.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) keys: HashMap<String, KeyState>,
+    /// Whether Redis answered the last round trip.
+    pub(crate) up: bool,
+    /// When the last round trip failed.
+    pub(crate) down_since: Option<Instant>,
+    pub(crate) notice: Option<Notice>,
+    pub(crate) stop: bool,
+    pub(crate) clock: Option<ServerClock>,
+    pub(crate) stats: FleetStats,
+}
+
+/// [`State`] behind a lock, and the worker's wake-up.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    pub(crate) wake: Condvar,
+    pub(crate) tuning: Tuning,
+}
+
+impl Shared {
+    pub(crate) fn new(tuning: Tuning) -> Shared {
+        Shared {
+            state: Mutex::new(State {
+                keys: HashMap::new(),
+                up: true,
+                down_since: None,
+                notice: None,
+                stop: false,
+                clock: None,
+                stats: FleetStats::default(),
+            }),
+            wake: Condvar::new(),
+            tuning,
+        }
+    }
+
+    /// The state, a poisoned lock recovered (every update leaves it valid).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_clock_maps_both_ways_around_the_midpoint() {
+        let t0 = Instant::now();
+        let c = ServerClock::measured(t0, t0 + Duration::from_millis(2), 5_000_000);
+        assert_eq!(c.mid, t0 + Duration::from_millis(1));
+        assert_eq!(c.local(5_000_000), c.mid);
+        assert_eq!(c.local(5_250_000), c.mid + Duration::from_millis(250));
+        assert_eq!(c.local(4_999_000), t0);
+        assert_eq!(c.server(c.mid + Duration::from_secs(1)), 6_000_000);
+        assert_eq!(c.server(t0), 4_999_000);
+    }
+}

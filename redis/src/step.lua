@@ -1,0 +1,153 @@
+-- polite-redis: one decision for one pace key, atomically (SPEC §4.3).
+-- KEYS[1] the send log (a sorted set: permit id -> server time of grant, µs)
+-- KEYS[2] the key's state (a hash: cool-down, learnt quota, adaptive rate,
+--         retry-budget tokens, the permit sequence)
+-- ARGV: see polite-redis src/step.rs (`Step::invoke`), in this order.
+-- Every instant is the Redis server's clock (TIME), in microseconds.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local log, st = KEYS[1], KEYS[2]
+local want = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local extra = tonumber(ARGV[4])
+local cool_push = tonumber(ARGV[5])
+local learnt_limit = tonumber(ARGV[6])
+local learnt_window = tonumber(ARGV[7])
+local learn_max = tonumber(ARGV[8])
+local throttled = tonumber(ARGV[9])
+local succeeded = tonumber(ARGV[10])
+local adaptive = ARGV[11] == '1'
+local budget_cap = tonumber(ARGV[12])
+local budget_delta = tonumber(ARGV[13])
+local ttl = tonumber(ARGV[14])
+local throttled_sent = tonumber(ARGV[15])
+
+-- Permits a process gives back unused.
+for i = 16, #ARGV do redis.call('ZREM', log, ARGV[i]) end
+
+local s = redis.call('HMGET', st, 'cool', 'ql', 'qw', 'ar', 'wmax', 'lt', 'mr', 'mc', 'mb', 'tat', 'bt')
+local cool = tonumber(s[1] or '0')
+local ql, qw = tonumber(s[2] or '0'), tonumber(s[3] or '0')
+local ar, wmax, lt = tonumber(s[4] or '0'), tonumber(s[5] or '0'), tonumber(s[6] or '0')
+local mr, mc, mb = tonumber(s[7] or '0'), tonumber(s[8] or '0'), tonumber(s[9] or '0')
+local tat = tonumber(s[10] or '0')
+
+-- A cool-down never shortens.
+if cool_push > cool then cool = cool_push end
+-- A learnt quota (RateLimit-Policy) replaces the previous one.
+if learnt_limit > 0 and learnt_window > 0 then ql, qw = learnt_limit, learnt_window end
+
+-- Which window is in force: configured, else learnt (capped).
+local reason = 1
+if limit == 0 and learn_max > 0 and ql > 0 and qw > 0 then
+  limit, window, reason = math.min(ql, learn_max), qw, 2
+end
+
+-- The measured send rate of the fleet (0.5 s buckets, smoothed), as the
+-- AWS SDKs' adaptive mode measures its own.
+if mb == 0 then mb = now end
+if now - mb >= 500000 then
+  mr = 0.8 * (mc * 1000000 / (now - mb)) + 0.2 * mr
+  mc, mb = 0, now
+end
+-- Grants are logged while a window is in force, and while one may be
+-- learnt (so that the sends before the quota was known count once it is;
+-- only the newest learn_max matter then).
+local logged = limit > 0 or learn_max > 0
+-- With a log, the fleet's sends in the last second are a better measure
+-- (at once, not after a bucket closes).
+local measured = mr
+if logged then
+  local c = redis.call('ZCOUNT', log, string.format('%.0f', now - 1000000), '+inf')
+  if c > measured then measured = c end
+end
+-- The adaptive rate (CUBIC, AWS constants: beta 0.7, C 0.4), fleet-wide.
+if adaptive then
+  -- A throttled send made before the last cut says nothing of the rate
+  -- since: only a later one cuts again (else one burst of 429s seen by
+  -- many processes would cut the fleet's rate once per answer).
+  if throttled > 0 and throttled_sent > lt then
+    local base = measured
+    if ar > 0 and (measured == 0 or ar < measured) then base = ar end
+    if base < 0.5 then base = 0.5 end
+    wmax, ar, lt = base, math.max(base * 0.7, 0.5), now
+  elseif succeeded > 0 and ar > 0 then
+    local k = (wmax * 0.3 / 0.4) ^ (1 / 3)
+    local dt = (now - lt) / 1000000
+    local r = 0.4 * (dt - k) ^ 3 + wmax
+    if measured > 0 and r > 2 * measured then r = 2 * measured end
+    ar = math.max(r, 0.5)
+  end
+end
+
+local granted = 0
+local next_at = 0
+if cool > now then
+  next_at, reason = cool, 4
+else
+  granted = want
+  if limit > 0 and granted > 0 then
+    local hold = window + extra
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('(%.0f', now - hold))
+    local count = redis.call('ZCARD', log)
+    local free = limit - count
+    if free < granted then granted = math.max(free, 0) end
+    if granted < want then
+      -- The slot that frees first after this grant.
+      local first = redis.call('ZRANGE', log, count + granted - limit, count + granted - limit, 'WITHSCORES')
+      if first[2] then next_at = tonumber(first[2]) + hold else next_at = now + hold end
+    end
+  end
+  if adaptive and ar > 0 and granted > 0 then
+    if tat > now then
+      granted, reason = 0, 3
+      if tat > next_at then next_at = tat end
+    else
+      granted = 1
+      tat = math.max(tat, now) + 1000000 / ar
+    end
+  end
+end
+
+local ids = {}
+for i = 1, granted do
+  local id = redis.call('HINCRBY', st, 'seq', 1)
+  if logged then redis.call('ZADD', log, now, id) end
+  ids[i] = id
+end
+if limit == 0 and learn_max > 0 and granted > 0 then
+  redis.call('ZREMRANGEBYRANK', log, 0, -(learn_max + 1))
+end
+mc = mc + granted
+
+local tokens = -1
+if budget_cap > 0 then
+  tokens = tonumber(s[11] or tostring(budget_cap)) - budget_delta
+  if tokens < 0 then tokens = 0 end
+  if tokens > budget_cap then tokens = budget_cap end
+end
+
+local fields = {'cool', cool, 'mr', tostring(mr), 'mc', mc, 'mb', mb}
+if ql > 0 then
+  for _, v in ipairs({'ql', ql, 'qw', qw}) do fields[#fields + 1] = v end
+end
+if adaptive then
+  for _, v in ipairs({'ar', tostring(ar), 'wmax', tostring(wmax), 'lt', lt, 'tat', math.floor(tat)}) do
+    fields[#fields + 1] = v
+  end
+end
+if tokens >= 0 then
+  fields[#fields + 1] = 'bt'
+  fields[#fields + 1] = tokens
+end
+redis.call('HSET', st, unpack(fields))
+redis.call('PEXPIRE', st, ttl)
+if logged then redis.call('PEXPIRE', log, math.max(ttl, math.ceil((window + extra) / 1000))) end
+
+local interval = 0
+if ar > 0 then interval = math.floor(1000000 / ar) end
+local out = {math.floor(now / 1000000), now % 1000000, math.floor(next_at), reason, limit, window, interval, tokens}
+for i = 1, granted do out[#out + 1] = ids[i] end
+return out

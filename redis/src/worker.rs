@@ -1,0 +1,230 @@
+//! The worker: the one thread of a fleet that talks to Redis. It sleeps on
+//! a condition variable until a key is due (an ask, a change to share),
+//! runs that key's [`Step`] (one round trip, each call bounded by the
+//! fleet's timeout), and writes the answer back into the shared state.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use polite_core::Notice;
+
+use crate::state::{ServerClock, Shared, State, Tuning};
+use crate::step::{Step, StepReply};
+
+/// One key's round trip: what was sent (to account for it when the answer
+/// comes).
+struct Job {
+    key: String,
+    step: Step,
+}
+
+/// Runs until the fleet stops, then shares what is left once.
+pub(crate) fn run(shared: &Arc<Shared>, client: &redis::Client) {
+    let mut conn: Option<redis::Connection> = None;
+    loop {
+        let (jobs, stopping) = {
+            let mut st = shared.lock();
+            loop {
+                let now = Instant::now();
+                let stopping = st.stop;
+                let can_try = st.up
+                    || st
+                        .down_since
+                        .is_none_or(|d| now >= d + shared.tuning.retry_every);
+                if can_try {
+                    let jobs = collect(&mut st, now, &shared.tuning, stopping);
+                    if !jobs.is_empty() || stopping {
+                        break (jobs, stopping);
+                    }
+                }
+                let wait = if can_try {
+                    shared.tuning.flush_every
+                } else {
+                    st.down_since.map_or(shared.tuning.retry_every, |d| {
+                        (d + shared.tuning.retry_every).saturating_duration_since(now)
+                    })
+                };
+                st = shared
+                    .wake
+                    .wait_timeout(st, wait.max(Duration::from_millis(1)))
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+        };
+        for job in jobs {
+            let answer = round_trip(&mut conn, client, &shared.tuning, &job);
+            if answer.is_err() {
+                conn = None;
+            }
+            let mut st = shared.lock();
+            apply(&mut st, &job, answer, &shared.tuning);
+            drop(st);
+            shared.wake.notify_all();
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// The due keys' steps, marked in flight. When stopping: every key with
+/// something to share (permits wanted no more).
+fn collect(st: &mut State, now: Instant, tuning: &Tuning, stopping: bool) -> Vec<Job> {
+    let clock = st.clock;
+    let mut jobs = Vec::new();
+    st.keys
+        .retain(|_, k| k.handles > 0 || k.dirty_since.is_some());
+    for (key, k) in &mut st.keys {
+        let due = if stopping {
+            !k.in_flight && (k.dirty_since.is_some() || !k.stock.is_empty())
+        } else {
+            k.due(now, tuning.flush_every)
+        };
+        if !due {
+            continue;
+        }
+        if stopping {
+            k.returned.extend(k.stock.drain(..).map(|(id, _)| id));
+            k.wanted = 0;
+            k.used = 0;
+        }
+        // Expired permits go back with this step.
+        while let Some(&(id, until)) = k.stock.front() {
+            if until > now {
+                break;
+            }
+            k.returned.push(id);
+            k.stock.pop_front();
+        }
+        let mut step = k.step(clock, tuning);
+        if stopping {
+            step.want = 0;
+        }
+        k.in_flight = true;
+        jobs.push(Job {
+            key: key.clone(),
+            step,
+        });
+    }
+    jobs
+}
+
+/// One step on the connection (made first if there is none).
+fn round_trip(
+    conn: &mut Option<redis::Connection>,
+    client: &redis::Client,
+    tuning: &Tuning,
+    job: &Job,
+) -> redis::RedisResult<(StepReply, ServerClock)> {
+    if conn.is_none() {
+        let c = client.get_connection_with_timeout(tuning.timeout)?;
+        c.set_read_timeout(Some(tuning.timeout))?;
+        c.set_write_timeout(Some(tuning.timeout))?;
+        *conn = Some(c);
+    }
+    let Some(c) = conn.as_mut() else {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::IoError,
+            "no connection",
+        )));
+    };
+    let sent = Instant::now();
+    let reply = job.step.invoke(c, &job.key)?;
+    let back = Instant::now();
+    let clock = ServerClock::measured(sent, back, reply.server_us);
+    Ok((reply, clock))
+}
+
+/// Writes an answer (or a failure) into the state.
+fn apply(
+    st: &mut State,
+    job: &Job,
+    answer: redis::RedisResult<(StepReply, ServerClock)>,
+    tuning: &Tuning,
+) {
+    let now = Instant::now();
+    let (reply, clock) = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            st.stats.failures += 1;
+            if st.up {
+                tracing::warn!(target: "polite", error = %e, "fleet: Redis does not answer; pacing locally");
+                st.up = false;
+                st.notice = Some(Notice::FleetUnavailable);
+            }
+            st.down_since = Some(now);
+            if let Some(k) = st.keys.get_mut(&job.key) {
+                k.in_flight = false;
+            }
+            return;
+        }
+    };
+    st.stats.steps += 1;
+    st.stats.granted += reply.granted.len() as u64;
+    st.clock = Some(clock);
+    st.down_since = None;
+    if !st.up {
+        tracing::info!(target: "polite", "fleet: Redis answers again");
+        st.up = true;
+        st.notice = Some(Notice::FleetRestored);
+    }
+    let Some(k) = st.keys.get_mut(&job.key) else {
+        return;
+    };
+    let sent = &job.step;
+    k.in_flight = false;
+    k.asked_since = None;
+    k.wanted = 0;
+    k.used = 0;
+    // What was shared is shared; what came meanwhile waits for the next step.
+    k.returned
+        .drain(..sent.returned.len().min(k.returned.len()));
+    if sent.cool_until_us > 0
+        && k.cool_push
+            .is_some_and(|t| clock.server(t) <= sent.cool_until_us)
+    {
+        k.cool_push = None;
+    }
+    if sent.learnt.is_some() {
+        k.learnt_pushed = sent.learnt;
+    }
+    k.throttled = k.throttled.saturating_sub(sent.throttled);
+    if k.throttled == 0 {
+        k.throttled_sent = None;
+    }
+    k.succeeded = k.succeeded.saturating_sub(sent.succeeded);
+    if let Some(b) = &mut k.budget {
+        b.pending -= sent.budget_delta;
+        if let Some(tokens) = reply.budget_tokens {
+            let view = i64::from(tokens) - b.pending;
+            b.bucket = b
+                .bucket
+                .with_tokens(u32::try_from(view.max(0)).unwrap_or(u32::MAX));
+        }
+    }
+    let pending = k.throttled > 0
+        || k.succeeded > 0
+        || !k.returned.is_empty()
+        || k.cool_push.is_some()
+        || k.budget.is_some_and(|b| b.pending != 0);
+    k.dirty_since = if pending { Some(now) } else { None };
+    // A permit may be used until its lease ends on the server's clock,
+    // less the half round trip this process cannot see.
+    let half_trip = now.saturating_duration_since(clock.mid);
+    let until = clock.local(reply.server_us) + tuning.lease.saturating_sub(half_trip);
+    if k.handles == 0 {
+        k.returned.extend(reply.granted.iter().copied());
+        if !k.returned.is_empty() {
+            k.dirty_since.get_or_insert(now);
+        }
+    } else {
+        k.stock.extend(reply.granted.iter().map(|id| (*id, until)));
+        k.last_lease = u32::try_from(reply.granted.len()).unwrap_or(u32::MAX);
+    }
+    if (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
+        let at = clock.local(reply.next_us);
+        if at > now {
+            k.not_before = Some((at, reply.refused_by));
+        }
+    }
+}

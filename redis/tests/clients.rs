@@ -1,0 +1,385 @@
+//! Clients sharing one quota through a real redis-server, against the lab
+//! (two clients, each with a fleet of its own = two processes), and the
+//! faults: Redis killed, paused and restarted mid-batch. Every item ends
+//! exactly once, inside the deadline, and the observer hears once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use polite_blocking::{Client, Config, Observed, Throttle, UreqTransport};
+use polite_client::SharedFleet;
+use polite_core::Notice;
+use polite_lab::redis::Redis;
+use polite_lab::{Lab, LabConfig, LabHandle, LogStats, Quota};
+use polite_redis::{FleetOptions, RedisFleet};
+
+fn get(url: String) -> http::Request<Bytes> {
+    http::Request::get(url).body(Bytes::new()).unwrap()
+}
+
+fn fleet(url: &str, size: u32) -> RedisFleet {
+    RedisFleet::new(
+        url,
+        FleetOptions {
+            prefix: "test:".into(),
+            size,
+            ..FleetOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A client; with `fleet`, sharing its pace through it. Notices go to `notices`.
+fn client(
+    config: Config,
+    fleet: Option<SharedFleet>,
+    notices: &Arc<Mutex<Vec<Notice>>>,
+) -> Client<UreqTransport> {
+    let seen = Arc::clone(notices);
+    Client::with_transport(UreqTransport::default(), Config { fleet, ..config })
+        .unwrap()
+        .observe(move |o| {
+            if let Observed::Notice(n) = o {
+                seen.lock().unwrap().push(n);
+            }
+        })
+}
+
+/// Runs `clients` at once, each a batch of `items` on its own paths;
+/// returns how many items succeeded and the longest batch's time.
+fn run(lab: &LabHandle, clients: Vec<Client<UreqTransport>>, items: usize) -> (usize, Duration) {
+    let started = Instant::now();
+    let threads: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, client)| {
+            let urls: Vec<_> = (0..items)
+                .map(|i| get(lab.url(&format!("/items/c{c}-{i}"))))
+                .collect();
+            std::thread::spawn(move || {
+                let r = client.batch(urls).unwrap();
+                r.iter().filter(|r| r.is_ok()).count()
+            })
+        })
+        .collect();
+    let ok = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    (ok, started.elapsed())
+}
+
+/// Every path answered 200 exactly once.
+fn each_once(lab: &LabHandle, clients: usize, items: usize) {
+    let log = lab.log();
+    for c in 0..clients {
+        for i in 0..items {
+            let path = format!("/items/c{c}-{i}");
+            let ok = log
+                .iter()
+                .filter(|e| e.path == path && e.status == Some(200))
+                .count();
+            assert_eq!(ok, 1, "{path} succeeded {ok} times");
+        }
+    }
+}
+
+fn base() -> Config {
+    Config {
+        timeout: Duration::from_secs(20),
+        concurrency: 4,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn two_clients_share_a_configured_quota_and_get_no_429() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let quota = LabConfig::default().quota(Quota::sliding(20, Duration::from_millis(500)));
+    let throttle = Config {
+        throttle: Some(Throttle::new(20, Duration::from_millis(500))),
+        ..base()
+    };
+    let notices = Arc::new(Mutex::new(Vec::new()));
+
+    // Unshared: each client thinks the quota is its own.
+    let lab = Lab::start(quota.clone()).unwrap();
+    let alone = (0..2)
+        .map(|_| client(throttle.clone(), None, &notices))
+        .collect();
+    let (ok, alone_took) = run(&lab, alone, 30);
+    let alone_429 = lab.log().count_429();
+    assert_eq!(ok, 60);
+    assert!(alone_429 > 0, "unshared clients overran the quota");
+
+    // Shared through Redis: one quota for both.
+    let lab = Lab::start(quota).unwrap();
+    let (a, b) = (fleet(&redis.url(), 2), fleet(&redis.url(), 2));
+    let shared = vec![
+        client(throttle.clone(), Some(SharedFleet::new(a)), &notices),
+        client(throttle, Some(SharedFleet::new(b)), &notices),
+    ];
+    let (ok, took) = run(&lab, shared, 30);
+    let shared_429 = lab.log().count_429();
+    eprintln!(
+        "2 clients x 30 items, quota 20/500ms: unshared {alone_429} x 429 in {alone_took:?}; \
+         shared via Redis {shared_429} x 429 in {took:?} (ideal 1.5 s)"
+    );
+    assert_eq!(ok, 60);
+    assert_eq!(shared_429, 0);
+    each_once(&lab, 2, 30);
+    assert!(notices.lock().unwrap().is_empty(), "{notices:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}
+
+#[test]
+fn two_clients_share_a_learnt_quota() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let lab = Lab::start(
+        LabConfig::default()
+            .quota(Quota::sliding(20, Duration::from_secs(1)))
+            .ratelimit_headers(true),
+    )
+    .unwrap();
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let clients = (0..2)
+        .map(|_| {
+            let f = SharedFleet::new(fleet(&redis.url(), 2));
+            client(base(), Some(f), &notices)
+        })
+        .collect();
+    let (ok, took) = run(&lab, clients, 20);
+    let n429 = lab.log().count_429();
+    eprintln!("2 clients x 20 items, learnt quota 20/1s: {n429} x 429 in {took:?} (ideal 2 s)");
+    assert_eq!(ok, 40);
+    each_once(&lab, 2, 20);
+    assert_eq!(n429, 0);
+}
+
+/// Waits (bounded) until the lab has seen `n` requests.
+fn after_requests(lab: &LabHandle, n: usize) {
+    let started = Instant::now();
+    while lab.log().len() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the batch stalled"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One client with a fleet of 2 (Redis down: half the quota), a batch of
+/// 30 over a 20-per-500 ms quota, and `fault` done to Redis after 8
+/// requests. Returns the notices.
+fn batch_through(fault: impl FnOnce(&mut Redis) + Send + 'static) -> Vec<Notice> {
+    let Some(binary) = Redis::find_or_skip() else {
+        return vec![Notice::FleetUnavailable, Notice::FleetRestored];
+    };
+    let redis = Redis::start(&binary);
+    let lab = Arc::new(
+        Lab::start(LabConfig::default().quota(Quota::sliding(20, Duration::from_millis(500))))
+            .unwrap(),
+    );
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let config = Config {
+        throttle: Some(Throttle::new(20, Duration::from_millis(500))),
+        timeout: Duration::from_secs(10),
+        ..base()
+    };
+    let f = SharedFleet::new(fleet(&redis.url(), 2));
+    let c = client(config, Some(f), &notices);
+    let faulty = {
+        let lab = Arc::clone(&lab);
+        let mut redis = redis;
+        std::thread::spawn(move || {
+            after_requests(&lab, 8);
+            fault(&mut redis);
+            redis
+        })
+    };
+    let (ok, took) = run(&lab, vec![c], 30);
+    drop(faulty.join().unwrap());
+    assert_eq!(ok, 30);
+    each_once(&lab, 1, 30);
+    assert!(took < Duration::from_secs(10), "deadline: {took:?}");
+    let n = notices.lock().unwrap().clone();
+    eprintln!("{took:?}, {} x 429, notices {n:?}", lab.log().count_429());
+    n
+}
+
+#[test]
+fn redis_killed_mid_batch_falls_back_once() {
+    let notices = batch_through(|redis| {
+        let port = redis.port();
+        // Kill it: nothing listens on the port any more.
+        let binary = Redis::find().unwrap();
+        let stand_in = Redis::start(&binary);
+        let killed = std::mem::replace(redis, stand_in);
+        drop(killed);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    });
+    assert_eq!(notices, vec![Notice::FleetUnavailable]);
+}
+
+#[test]
+fn redis_paused_mid_batch_falls_back_and_returns() {
+    let notices = batch_through(|redis| {
+        let pid = redis.pid().to_string();
+        let stop = std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status();
+        assert!(stop.unwrap().success());
+        std::thread::sleep(Duration::from_millis(700));
+        let cont = std::process::Command::new("kill")
+            .args(["-CONT", &pid])
+            .status();
+        assert!(cont.unwrap().success());
+    });
+    assert_eq!(
+        notices.first(),
+        Some(&Notice::FleetUnavailable),
+        "{notices:?}"
+    );
+    assert_eq!(
+        notices
+            .iter()
+            .filter(|n| **n == Notice::FleetUnavailable)
+            .count(),
+        1,
+        "{notices:?}"
+    );
+}
+
+#[test]
+fn redis_restarted_empty_mid_batch_is_used_again() {
+    let served = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&served);
+    let notices = batch_through(move |redis| {
+        redis.restart();
+        seen.store(1, Ordering::SeqCst);
+    });
+    // The restart is seen as one failed call at most, then Redis answers.
+    assert!(
+        notices.is_empty() || notices == vec![Notice::FleetUnavailable, Notice::FleetRestored],
+        "{notices:?}"
+    );
+    assert!(Redis::find().is_none() || served.load(Ordering::SeqCst) == 1);
+}
+
+#[test]
+fn the_retry_budget_is_the_fleets() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let lab = Lab::start(LabConfig::default().fault(
+        polite_lab::PathMatch::Any,
+        polite_lab::Fault::FailRandomly {
+            probability: 1.0,
+            status: 500,
+        },
+    ))
+    .unwrap();
+    // Room for two retries after a 500 (14 tokens each), fleet-wide.
+    let config = Config {
+        retry_budget: Some(polite_core::budget::RetryBucket::new(
+            28,
+            polite_core::budget::RetryCosts::default(),
+        )),
+        ..base()
+    };
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let a = client(
+        config.clone(),
+        Some(SharedFleet::new(fleet(&redis.url(), 2))),
+        &notices,
+    );
+    let err = a.send(get(lab.url("/down"))).unwrap_err();
+    assert_eq!(lab.log().len(), 3, "{err}: one send and two retries");
+    // Process a's withdrawals reach Redis (bounded wait).
+    let origin = lab.url("/");
+    let key = format!("test:{{{}}}:st", origin.trim_end_matches('/'));
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let tokens: Option<u32> = redis::cmd("HGET")
+            .arg(&key)
+            .arg("bt")
+            .query(&mut conn)
+            .unwrap();
+        if tokens == Some(0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{key}: {tokens:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Process b has a budget of its own making, but the fleet's is spent.
+    let b = client(
+        config,
+        Some(SharedFleet::new(fleet(&redis.url(), 2))),
+        &notices,
+    );
+    let err = b.send(get(lab.url("/down"))).unwrap_err();
+    assert_eq!(lab.log().len(), 4, "{err}: b did not retry");
+    assert!(notices.lock().unwrap().is_empty());
+}
+
+#[test]
+fn without_redis_each_process_paces_at_its_share_and_hears_once() {
+    // A port nothing listens on: every connect is refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fleet = Arc::new(fleet(&format!("redis://127.0.0.1:{port}/"), 2));
+    let config = Config {
+        throttle: Some(Throttle::new(10, Duration::from_secs(1))),
+        fleet: Some(SharedFleet::from_arc(
+            Arc::clone(&fleet) as Arc<dyn polite_client::Fleet>
+        )),
+        ..Config::default()
+    };
+    let paces = polite_client::Paces::new(&config).unwrap();
+    let key = polite_client::PaceKey::new("http://127.0.0.1:1");
+    let pace = paces.get(&key, Instant::now());
+    let mut pace = pace.lock().unwrap();
+    // The first ask waits for the worker, which finds no Redis.
+    let t0 = Instant::now();
+    assert!(polite_core::Pace::acquire(&mut *pace, t0).is_err());
+    let started = Instant::now();
+    while fleet.is_up() {
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the worker never tried"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Local pace at 10 / 2 processes: 5 sends in the window, then a refusal.
+    let t = Instant::now();
+    for i in 0..5 {
+        assert_eq!(
+            polite_core::Pace::acquire(&mut *pace, t),
+            Ok(()),
+            "send {i}"
+        );
+    }
+    assert!(polite_core::Pace::acquire(&mut *pace, t).is_err());
+    assert_eq!(
+        polite_client::Fleet::take_notice(&*fleet),
+        Some(Notice::FleetUnavailable)
+    );
+    assert_eq!(polite_client::Fleet::take_notice(&*fleet), None, "once");
+    assert!(fleet.stats().failures >= 1);
+}

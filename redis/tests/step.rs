@@ -1,0 +1,233 @@
+//! The Lua step against a real redis-server: atomic under concurrency (no
+//! window ever holds more than the limit), cool-downs, learnt quotas, the
+//! adaptive rate, the retry budget, and a restart's NOSCRIPT.
+
+use std::time::{Duration, Instant};
+
+use polite_core::pace::PaceLimit;
+use polite_lab::redis::Redis;
+use polite_redis::Step;
+
+fn redis() -> Option<(Redis, redis::Client)> {
+    let binary = Redis::find_or_skip()?;
+    let server = Redis::start(&binary);
+    let client = redis::Client::open(server.url()).unwrap();
+    Some((server, client))
+}
+
+/// Most grants in any window of `window` µs among sorted instants.
+fn busiest_window(stamps: &[u64], window: u64) -> usize {
+    let mut most = 0;
+    let mut start = 0;
+    for end in 0..stamps.len() {
+        while stamps[end] - stamps[start] >= window {
+            start += 1;
+        }
+        most = most.max(end + 1 - start);
+    }
+    most
+}
+
+#[test]
+fn concurrent_steps_never_exceed_the_limit_in_any_window() {
+    let Some((_server, client)) = redis() else {
+        return;
+    };
+    const LIMIT: u32 = 7;
+    let window = Duration::from_millis(200);
+    let run_for = Duration::from_millis(1500);
+    let threads: Vec<_> = (0..8u32)
+        .map(|i| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let mut conn = client.get_connection().unwrap();
+                let started = Instant::now();
+                let mut stamps = Vec::new();
+                let mut asks = 0;
+                // Bounded in count and in time.
+                while started.elapsed() < run_for && asks < 20_000 {
+                    asks += 1;
+                    let step = Step {
+                        want: 1 + (asks + i) % 3,
+                        limit: LIMIT,
+                        window,
+                        ttl: Duration::from_secs(60),
+                        ..Step::default()
+                    };
+                    let r = step.invoke(&mut conn, "test:{concurrent}").unwrap();
+                    if r.granted.len() < step.want as usize {
+                        assert!(r.next_us > r.server_us, "{r:?}");
+                        assert!(matches!(
+                            r.refused_by,
+                            PaceLimit::Window { limit: LIMIT, .. }
+                        ));
+                    }
+                    stamps.extend(r.granted.iter().map(|_| r.server_us));
+                }
+                stamps
+            })
+        })
+        .collect();
+    let mut stamps: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    stamps.sort_unstable();
+    let most = busiest_window(&stamps, 200_000);
+    assert!(most <= LIMIT as usize, "{most} grants in one window");
+    // Not vacuous: the limit was reached, about once per window.
+    let windows = run_for.as_micros() as usize / 200_000;
+    assert_eq!(most, LIMIT as usize);
+    assert!(
+        stamps.len() >= (windows - 1) * LIMIT as usize,
+        "{} grants",
+        stamps.len()
+    );
+    assert!(
+        stamps.len() <= (windows + 1) * LIMIT as usize,
+        "{} grants",
+        stamps.len()
+    );
+}
+
+#[test]
+fn returned_permits_free_their_slots_and_leases_hold_longer() {
+    let Some((_server, client)) = redis() else {
+        return;
+    };
+    let mut conn = client.get_connection().unwrap();
+    let base = Step {
+        want: 3,
+        limit: 3,
+        window: Duration::from_secs(10),
+        hold_extra: Duration::from_secs(1),
+        ttl: Duration::from_secs(60),
+        ..Step::default()
+    };
+    let r = base.invoke(&mut conn, "test:{lease}").unwrap();
+    assert_eq!(r.granted.len(), 3);
+    let full = base.invoke(&mut conn, "test:{lease}").unwrap();
+    assert!(full.granted.is_empty());
+    // The first grant frees after window + hold_extra, on the server's clock.
+    assert_eq!(full.next_us, r.server_us + 11_000_000);
+    let back = Step {
+        want: 2,
+        returned: r.granted[..2].to_vec(),
+        ..base.clone()
+    };
+    let again = back.invoke(&mut conn, "test:{lease}").unwrap();
+    assert_eq!(again.granted.len(), 2, "two returned slots are free again");
+}
+
+#[test]
+fn cool_downs_learnt_quotas_adaptive_rate_and_budget_are_shared() {
+    let Some((server, client)) = redis() else {
+        return;
+    };
+    let mut a = client.get_connection().unwrap();
+    let mut b = client.get_connection().unwrap();
+    let key = "test:{shared}";
+    let plain = Step {
+        want: 1,
+        learn_max: 1000,
+        adaptive: true,
+        budget_cap: 500,
+        ttl: Duration::from_secs(60),
+        ..Step::default()
+    };
+    let r = plain.invoke(&mut a, key).unwrap();
+    assert_eq!((r.granted.len(), r.budget_tokens), (1, Some(500)));
+    // A cool-down from process a holds process b.
+    let until = r.server_us + 5_000_000;
+    Step {
+        want: 0,
+        cool_until_us: until,
+        budget_delta: 14,
+        ..plain.clone()
+    }
+    .invoke(&mut a, key)
+    .unwrap();
+    let held = plain.invoke(&mut b, key).unwrap();
+    assert_eq!(
+        (held.granted.len(), held.next_us, held.refused_by),
+        (0, until, PaceLimit::CoolDown)
+    );
+    assert_eq!(held.budget_tokens, Some(486), "a's withdrawal is b's too");
+    // A shorter cool-down never shortens it.
+    let shorter = Step {
+        cool_until_us: until - 4_000_000,
+        ..plain.clone()
+    };
+    assert_eq!(shorter.invoke(&mut b, key).unwrap().next_us, until);
+
+    // A learnt quota (on a fresh key) binds every process, capped by learn_max.
+    let key = "test:{learnt}";
+    Step {
+        want: 0,
+        learnt: Some((2, Duration::from_secs(30))),
+        ..plain.clone()
+    }
+    .invoke(&mut a, key)
+    .unwrap();
+    let two = Step {
+        want: 3,
+        ..plain.clone()
+    };
+    let r = two.invoke(&mut b, key).unwrap();
+    assert_eq!(r.granted.len(), 2);
+    assert_eq!(
+        r.refused_by,
+        PaceLimit::Window {
+            limit: 2,
+            window: Duration::from_secs(30),
+            learned: true
+        }
+    );
+    let capped = Step {
+        learn_max: 1,
+        ..two.clone()
+    };
+    assert!(
+        capped
+            .invoke(&mut a, "test:{learnt2}")
+            .unwrap()
+            .granted
+            .len()
+            == 3
+    );
+
+    // A bare 429 turns the fleet's adaptive rate on: one grant per interval.
+    let key = "test:{adaptive}";
+    let r = Step {
+        want: 1,
+        throttled: 1,
+        throttled_sent_us: u64::MAX,
+        ..plain.clone()
+    }
+    .invoke(&mut a, key)
+    .unwrap();
+    assert_eq!(r.granted.len(), 1);
+    let next = Step {
+        want: 1,
+        ..plain.clone()
+    }
+    .invoke(&mut b, key)
+    .unwrap();
+    assert!(next.granted.is_empty());
+    let PaceLimit::Adaptive { interval } = next.refused_by else {
+        panic!("{next:?}");
+    };
+    assert_eq!(interval, Duration::from_secs(2), "the 0.5/s floor");
+    assert_eq!(next.next_us, r.server_us + 2_000_000);
+
+    // A restart flushes the script cache: EVALSHA's NOSCRIPT falls back to EVAL.
+    assert_eq!(server.command(&["SCRIPT", "FLUSH"]), "+OK");
+    assert_eq!(
+        plain.invoke(&mut a, "test:{fresh}").unwrap().granted.len(),
+        1
+    );
+    // Idle keys expire.
+    let ttl = server.command(&["PTTL", "test:{fresh}:st"]);
+    let ms: i64 = ttl.trim_start_matches(':').parse().unwrap();
+    assert!((1..=60_000).contains(&ms), "{ttl}");
+}
