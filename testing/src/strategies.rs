@@ -117,6 +117,9 @@ pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
         1 => fixed("Sunday, 06-Nov-94 08:49:37 GMT"),
         1 => fixed("Sun Nov  6 08:49:37 1994"),
         1 => fixed("Sun, 06 Nov 1994 08:49:37 UTC"),
+        // Not dates, though `httpdate` alone reads them as dates (issue 23).
+        1 => fixed("Sunday, 06-Nov-94x08:49:37 GMT"),
+        1 => fixed("\x0bSun, 06 Nov 1994 08:49:37 GMT"),
         // Around u64::MAX, the caps' boundaries (min 1 s, automatic wait cap
         // 60 s, clamp 300 s), short zero-padding, and whitespace.
         1 => fixed("18446744073709551615"),
