@@ -242,3 +242,95 @@ fn retry_after_at_the_caps() {
     let ms = Duration::from_millis;
     assert_eq!(waits, [ms(1000), ms(1000), ms(1000), ms(2000)]);
 }
+
+/// SPEC §2 (a classifier marks an answer retryable): a 200 the caller
+/// classes as a server error is retried as one, by `RetryMachine` and by
+/// `PollMachine` (not taken as a success, nor as a pending job).
+#[test]
+fn a_success_classed_as_a_failure_is_retried() {
+    let t0 = origin();
+    let mut policy = RetryPolicy::default();
+    policy.backoff.jitter = Jitter::None;
+    let mut m = RetryMachine::new(
+        policy,
+        RequestInfo::new(RequestId(1), Method::Get),
+        NoDraws,
+        t0,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let Action::Send(p) = m.poll_action() else {
+        panic!("no send")
+    };
+    let busy =
+        Response::new(p.id, 200, UNIX_EPOCH).retry_class(polite_core::RetryClass::ServerError);
+    m.handle(t0, Event::Response(busy));
+    assert_eq!(
+        m.poll_action(),
+        Action::SleepUntil(t0 + Duration::from_millis(250))
+    );
+    let rec = m.take_record().unwrap();
+    assert_eq!(rec.class, Some(polite_core::RetryClass::ServerError));
+
+    let mut poll = polite_core::PollPolicy::default();
+    poll.retry.backoff.jitter = Jitter::None;
+    let mut m = polite_core::PollMachine::new(
+        poll,
+        RequestInfo::new(RequestId(2), Method::Get),
+        NoDraws,
+        t0,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let Action::Send(p) = m.poll_action() else {
+        panic!("no poll")
+    };
+    let busy = Response::new(p.id, 200, UNIX_EPOCH)
+        .job(polite_core::poll::JobReport::State("running"))
+        .retry_class(polite_core::RetryClass::ServerError);
+    m.handle(t0, Event::Response(busy));
+    assert_eq!(
+        m.poll_action(),
+        Action::SleepUntil(t0 + Duration::from_millis(250))
+    );
+    assert_eq!(
+        m.take_record().unwrap().class,
+        Some(polite_core::RetryClass::ServerError)
+    );
+}
+
+/// The AWS SDKs' total budget (`max_total_retries`) counts every class
+/// together, and `BackoffExponent::AllRetries` grows the backoff with
+/// every retry, whatever its class.
+#[test]
+fn total_retries_count_every_class() {
+    let mut policy = RetryPolicy::default();
+    policy.backoff.jitter = Jitter::None;
+    policy.max_total_retries = Some(2);
+    // A 503, a 429, a 503: the third failure finds the total spent.
+    let got = run(policy, &[(503, None), (429, None), (503, None)]);
+    assert!(
+        matches!(got[2].1, Action::Stop(Outcome::RetriesExhausted { .. })),
+        "{got:?}"
+    );
+    // Without the total, the same answers are retried.
+    policy.max_total_retries = None;
+    let got = run(policy, &[(503, None), (429, None), (503, None)]);
+    assert!(matches!(got[2].1, Action::SleepUntil(_)), "{got:?}");
+    // AllRetries: the second 503 waits 2 × base (one retry before it, of
+    // another class); ClassRetries: 2 × base too (one 503 before it), but
+    // the 429 waits 2 × base only under AllRetries.
+    let waits = |p: RetryPolicy| -> Vec<Duration> {
+        run(p, &[(503, None), (429, None), (503, None), (200, None)])
+            .iter()
+            .filter_map(|(at, a)| match a {
+                Action::SleepUntil(t) => Some(*t - origin() - *at),
+                _ => None,
+            })
+            .collect()
+    };
+    let ms = Duration::from_millis;
+    assert_eq!(waits(policy), [ms(250), ms(250), ms(500)]);
+    policy.backoff_exponent = polite_core::policy::BackoffExponent::AllRetries;
+    assert_eq!(waits(policy), [ms(250), ms(500), ms(1000)]);
+}
