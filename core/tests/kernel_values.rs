@@ -334,3 +334,43 @@ fn total_retries_count_every_class() {
     policy.backoff_exponent = polite_core::policy::BackoffExponent::AllRetries;
     assert_eq!(waits(policy), [ms(250), ms(500), ms(1000)]);
 }
+
+/// A batch restart is a retry of the same logical request: when the
+/// restarted item then succeeds, the bucket gets back what the restart
+/// cost (5 for a 429), not the first-try deposit (1).
+#[test]
+fn a_restart_that_succeeds_refunds_its_cost() {
+    use polite_core::budget::{RetryBucket, RetryCosts};
+    use polite_core::pace::Unpaced;
+    use polite_core::{BatchMachine, BatchPolicy, SplitMix64};
+    use polite_testing::{Scripted, Simulator};
+    let t0 = origin();
+    let mut policy = BatchPolicy {
+        concurrency: 1,
+        max_restarts: 2,
+        ..BatchPolicy::default()
+    };
+    policy.retry.max_retries.rate_limited = 0;
+    let mut b = BatchMachine::new(
+        policy,
+        vec![RequestInfo::new(RequestId(1), Method::Get)],
+        SplitMix64::new(1),
+        Unpaced,
+        t0,
+        Duration::from_secs(60),
+    )
+    .unwrap()
+    .with_budget(RetryBucket::new(100, RetryCosts::default()).with_tokens(50));
+    let trace = Simulator::new(t0)
+        .replies([
+            Scripted::status(429).retry_after("1"),
+            Scripted::status(200),
+        ])
+        .run(&mut b)
+        .unwrap();
+    assert_eq!(trace.sends().count(), 2);
+    assert_eq!(b.restarts(0), 1);
+    assert!(matches!(b.outcomes()[0], Some(Outcome::Succeeded { .. })));
+    // 50 - 5 (the restart) + 5 (its cost back on success).
+    assert_eq!(b.budget().tokens(), 50);
+}
