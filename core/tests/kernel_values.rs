@@ -374,3 +374,43 @@ fn a_restart_that_succeeds_refunds_its_cost() {
     // 50 - 5 (the restart) + 5 (its cost back on success).
     assert_eq!(b.budget().tokens(), 50);
 }
+
+/// The AWS millisecond hint (`x-amz-retry-after`, `retry_after_ms`): the
+/// delay is the hint clamped to `[backoff, backoff + extra]`, and the
+/// record says where it came from.
+#[test]
+fn the_millisecond_hint_is_clamped_to_the_backoff_window() {
+    use polite_core::record::DelaySource;
+    let t0 = origin();
+    let mut policy = RetryPolicy::default();
+    policy.backoff.jitter = Jitter::None;
+    policy.retry_after_ms = Some(Duration::from_secs(5));
+    let ms = Duration::from_millis;
+    for (hint, want, source) in [
+        ("2000", ms(2000), DelaySource::RetryAfter),
+        ("9000", ms(5250), DelaySource::Clamp),
+        ("100", ms(250), DelaySource::Backoff),
+        ("x", ms(250), DelaySource::Backoff),
+    ] {
+        let mut m = RetryMachine::new(
+            policy,
+            RequestInfo::new(RequestId(1), Method::Get),
+            NoDraws,
+            t0,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let Action::Send(p) = m.poll_action() else {
+            panic!("no send")
+        };
+        let r = Response::new(p.id, 503, UNIX_EPOCH).retry_after_ms(hint.as_bytes());
+        m.handle(t0, Event::Response(r));
+        assert_eq!(
+            m.poll_action(),
+            Action::SleepUntil(t0 + want),
+            "hint {hint}"
+        );
+        let next = m.take_record().unwrap().next.unwrap();
+        assert_eq!((next.delay, next.source), (want, source), "hint {hint}");
+    }
+}
