@@ -414,3 +414,68 @@ fn the_millisecond_hint_is_clamped_to_the_backoff_window() {
         assert_eq!((next.delay, next.source), (want, source), "hint {hint}");
     }
 }
+
+/// `max(backoff, server delay)` with a tie: the delay is the same either
+/// way, and the record names the backoff (the server asked for nothing
+/// longer); one millisecond more and it names Retry-After, below the
+/// minimum it names the clamp.
+#[test]
+fn a_tie_between_backoff_and_retry_after_is_the_backoff() {
+    use polite_core::record::DelaySource;
+    let t0 = origin();
+    let mut policy = RetryPolicy::default();
+    policy.backoff.jitter = Jitter::None;
+    policy.backoff.base = Duration::from_secs(2);
+    let secs = Duration::from_secs;
+    for (ra, want, source) in [
+        ("2", secs(2), DelaySource::Backoff),
+        ("3", secs(3), DelaySource::RetryAfter),
+        ("1", secs(2), DelaySource::Backoff),
+    ] {
+        let mut m = RetryMachine::new(
+            policy,
+            RequestInfo::new(RequestId(1), Method::Get),
+            NoDraws,
+            t0,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let Action::Send(p) = m.poll_action() else {
+            panic!("no send")
+        };
+        m.handle(
+            t0,
+            Event::Response(Response::new(p.id, 503, UNIX_EPOCH).retry_after(ra.as_bytes())),
+        );
+        assert_eq!(
+            m.poll_action(),
+            Action::SleepUntil(t0 + want),
+            "Retry-After {ra}"
+        );
+        let next = m.take_record().unwrap().next.unwrap();
+        assert_eq!(
+            (next.delay, next.source),
+            (want, source),
+            "Retry-After {ra}"
+        );
+    }
+    // Below the minimum (1 s) with a shorter backoff: the clamp.
+    policy.backoff.base = Duration::from_millis(100);
+    let mut m = RetryMachine::new(
+        policy,
+        RequestInfo::new(RequestId(1), Method::Get),
+        NoDraws,
+        t0,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let Action::Send(p) = m.poll_action() else {
+        panic!("no send")
+    };
+    m.handle(
+        t0,
+        Event::Response(Response::new(p.id, 503, UNIX_EPOCH).retry_after(b"0")),
+    );
+    let next = m.take_record().unwrap().next.unwrap();
+    assert_eq!((next.delay, next.source), (secs(1), DelaySource::Clamp));
+}
