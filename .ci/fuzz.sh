@@ -65,12 +65,15 @@ for target in $(cargo +nightly fuzz list); do
     mkdir -p "$work/$target" "corpus/$target"
     log="$work/$target.log"
     # Header values are short; event scripts a few hundred events.
+    # The header parsers also get a dictionary of header tokens (date
+    # words, delta-seconds edge cases, RateLimit parameters).
+    dict=()
     case "$target" in
-        retry_after | ratelimit) max_len=512 ;;
+        retry_after | ratelimit) max_len=512 dict=(-dict=headers.dict) ;;
         *) max_len=2048 ;;
     esac
     cargo +nightly fuzz run -O -s none "$target" "$work/$target" "corpus/$target" -- \
-        -max_total_time="$secs" -timeout=10 -print_final_stats=1 -max_len="$max_len" \
+        -max_total_time="$secs" -timeout=10 -print_final_stats=1 -max_len="$max_len" ${dict[@]+"${dict[@]}"} \
         -artifact_prefix="$work/$target-" >"$log" 2>&1
     rc=$?
     execs="$(awk '/stat::number_of_executed_units/ { print $2 }' "$log" | tail -1)"

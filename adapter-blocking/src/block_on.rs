@@ -233,7 +233,9 @@ mod tests {
         let at = Instant::now() + Duration::from_millis(30);
         block_on(sleep_until(at));
         let late = Instant::now() - at;
-        assert!(late < Duration::from_millis(50), "{late:?}");
+        // Real time on a shared machine: ≥ 500 ms of slack (issue 23); a
+        // wake-up lost to the timer would miss it by far more.
+        assert!(late < Duration::from_millis(500), "{late:?}");
     }
 
     #[test]
@@ -242,7 +244,9 @@ mod tests {
         polite_testing::block_on(sleep_until(at));
         assert!(Instant::now() >= at);
         let late = Instant::now() - at;
-        assert!(late < Duration::from_millis(50), "{late:?}");
+        // Real time on a shared machine: ≥ 500 ms of slack (issue 23); a
+        // wake-up lost to the timer would miss it by far more.
+        assert!(late < Duration::from_millis(500), "{late:?}");
     }
 
     #[test]

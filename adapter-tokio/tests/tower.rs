@@ -190,7 +190,16 @@ async fn a_429_from_one_origin_does_not_slow_another_but_holds_back_its_own() {
     while limited.log().is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(50)).await; // the 429 is in
+    // The 429 is in: the lab has written it (bounded wait), and the client
+    // has had a moment to read it. Either way the assertion below holds for
+    // a conforming client; this only keeps it from passing vacuously.
+    for _ in 0..500 {
+        if limited.log().first().is_some_and(|r| r.completed.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
 
     let started = Instant::now();
     for i in 0..5 {

@@ -131,6 +131,8 @@ mod tests {
             cap: Duration::from_secs(1),
             jitter: Jitter::None,
         };
-        assert_eq!(exponential(&b, 0), exponential(&b, 9));
+        for n in [0, 1, 9, u32::MAX] {
+            assert_eq!(exponential(&b, n), Duration::from_millis(300), "n = {n}");
+        }
     }
 }

@@ -111,8 +111,17 @@ pub struct Records<F>(F);
 /// Observes records with `f`.
 ///
 /// ```
+/// use polite_core::drive::Observe;
+/// use polite_core::record::{AttemptRecord, RetryAfterNote};
+/// use polite_core::{Reply, RequestId, SendId};
 /// let mut n = 0;
-/// let _observer = polite_core::drive::records(|_record| n += 1);
+/// let mut observer = polite_core::drive::records(|_record| n += 1);
+/// let rec = AttemptRecord { request: RequestId(1), id: SendId::default(), reply: Reply::Status(503),
+///     class: None, retry_after: RetryAfterNote::Absent, next: None, outcome: None };
+/// observer.record(&rec);
+/// observer.record(&rec);
+/// drop(observer);
+/// assert_eq!(n, 2);
 /// ```
 pub fn records<F: FnMut(&AttemptRecord)>(f: F) -> Records<F> {
     Records(f)

@@ -155,7 +155,7 @@ fn delta_seconds(v: &[u8]) -> Option<u64> {
 /// second read as second 59 plus one second. No allocation: a leap date is
 /// rewritten in a buffer on the stack.
 fn parse_date(v: &[u8]) -> Option<SystemTime> {
-    if v.len() > MAX_LEN {
+    if v.len() > MAX_LEN || !framed(v) {
         return None;
     }
     let s = std::str::from_utf8(v).ok()?;
@@ -174,6 +174,21 @@ fn parse_date(v: &[u8]) -> Option<SystemTime> {
     httpdate::parse_http_date(s)
         .ok()?
         .checked_add(Duration::from_secs(1))
+}
+
+/// What `httpdate` leaves unchecked (issue 23, found by the fuzz oracle):
+/// all three forms begin and end with a letter or a digit (`httpdate` trims
+/// any Unicode whitespace itself, a vertical tab too, which HTTP does not
+/// count as whitespace), and put a space before the `hh:mm:ss` time
+/// (`httpdate`'s RFC 850 reader skips that byte, so
+/// `Sunday, 06-Nov-94x08:49:37 GMT` passed as a date).
+fn framed(v: &[u8]) -> bool {
+    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    let spaced = v
+        .iter()
+        .position(|b| *b == b':')
+        .is_some_and(|i| i >= 3 && v[i - 3] == b' ');
+    edge(v.first()) && edge(v.last()) && spaced
 }
 
 /// Where the `:60` of a `hh:mm:60 ` time is (the index of its colon).
@@ -362,6 +377,13 @@ mod tests {
             b"Sun, 06 Nov 1994 25:49:37 GMT",
             b"06 Nov 1994",
             b"Sun, 06 Nov 1994 08:49:37 GMT GMT",
+            // httpdate's leniences (issue 23): any byte before an RFC 850
+            // time, Unicode whitespace around a date.
+            b"Sunday, 06-Nov-94x08:49:37 GMT",
+            b"Monday, 24-Jul-95o17:37:54 GMT",
+            b"\x0bSun, 06 Nov 1994 08:49:37 GMT",
+            b"Sun, 06 Nov 1994 08:49:37 GMT\x0b",
+            b"\x0bSun Nov  6 08:49:37 1994",
         ] {
             assert_eq!(
                 RetryAfter::parse(form),

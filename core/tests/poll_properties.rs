@@ -8,11 +8,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use polite_core::poll::JobReport;
 use polite_core::{
-    Action, Event, Method, Notice, PollMachine, PollPolicy, RequestId, RequestInfo, Response,
-    SendId, SplitMix64,
+    Action, Event, Method, Notice, Outcome, PollMachine, PollPolicy, RequestId, RequestInfo,
+    Response, SendId, SplitMix64,
 };
 use polite_testing::strategies::{poll_policy, poll_request, poll_script, timeout};
-use polite_testing::{Input, PollChecker, ScriptRunner, Trace, origin};
+use polite_testing::{Input, Job, PollChecker, ScriptRunner, Trace, origin};
 use proptest::prelude::*;
 
 /// Everything one run produced.
@@ -139,11 +139,16 @@ proptest! {
         prop_assert!(r.notices.len() <= 1);
     }
 
-    /// Exactly one outcome: the trace ends with its only `Stop` (the runner
-    /// checks that every later action repeats it, whatever comes in), and
-    /// at most one attempt record carries an outcome.
+    /// The outcome is explained by the script, value by value (that there
+    /// is exactly one, sticky, the runner checks by construction):
+    /// `Terminal(s)` only after a current answer naming `s`, one of the
+    /// policy's terminal states; `Cancelled` only after a cancel; `Stale`
+    /// only for a request with a session generation, after an answer of
+    /// another one; `NotRetryable { status }` only after an answer with that
+    /// status; and an attempt record that carries an outcome carries this
+    /// one.
     #[test]
-    fn stop_is_sticky_and_nothing_is_sent_after(
+    fn the_outcome_is_explained_by_the_script(
         policy in poll_policy(),
         request in poll_request(),
         seed in any::<u64>(),
@@ -151,11 +156,37 @@ proptest! {
         script in poll_script(0..80),
     ) {
         let r = run(policy, request, seed, timeout, &script).unwrap();
-        let stops: Vec<_> = r.trace.steps.iter().filter(|s| matches!(s.action, Action::Stop(_))).collect();
-        prop_assert_eq!(stops.len(), 1);
-        prop_assert_eq!(r.trace.steps.last().map(|s| s.action), Some(Action::Stop(r.trace.outcome)));
-        prop_assert!(r.trace.records.iter().filter(|rec| rec.outcome.is_some()).count() <= 1);
-        prop_assert!(r.trace.ended_at <= r.trace.steps.last().unwrap().at);
+        let answers: Vec<_> = script
+            .iter()
+            .filter_map(|i| match i {
+                Input::Answer(a) if !a.late => Some(a),
+                _ => None,
+            })
+            .collect();
+        match r.trace.outcome {
+            Outcome::Terminal { state } => {
+                prop_assert!(policy.terminal_states.contains(state.as_str()), "{state:?}");
+                prop_assert!(
+                    answers.iter().any(|a| a.job == Some(Job::State(state.as_str().to_owned()))),
+                    "{state:?} never answered"
+                );
+            }
+            Outcome::Cancelled => prop_assert!(script.contains(&Input::Cancel)),
+            Outcome::Stale => {
+                let mine = request.generation;
+                prop_assert!(mine.is_some());
+                prop_assert!(answers.iter().any(|a| a.generation.is_some_and(|g| Some(g) != mine)));
+            }
+            Outcome::NotRetryable { status } => {
+                prop_assert!(answers.iter().any(|a| a.status == status), "{status} never answered");
+            }
+            _ => {}
+        }
+        for rec in &r.trace.records {
+            if let Some(o) = rec.outcome {
+                prop_assert_eq!(o, r.trace.outcome);
+            }
+        }
     }
 
     /// Same seed, same script → the same trace, action for action, with the

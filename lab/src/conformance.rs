@@ -165,6 +165,10 @@ pub enum ExpectedOutcome {
     AllSucceeded,
     /// A batch: at least one item did not succeed.
     NotAllSucceeded,
+    /// The call failed with an error that carries no outcome (a bad
+    /// configuration or policy, a request that could not be built): never
+    /// a success. The text is the error's message.
+    Error(String),
 }
 
 impl ExpectedOutcome {
@@ -178,6 +182,7 @@ impl fmt::Display for ExpectedOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ExpectedOutcome::Terminal(s) => write!(f, "Terminal({s:?})"),
+            ExpectedOutcome::Error(e) => write!(f, "Error({e:?})"),
             other => write!(f, "{other:?}"),
         }
     }

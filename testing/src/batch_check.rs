@@ -4,10 +4,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::{Violation, class_index, unknown, violation};
-use polite_core::{
-    Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, SendId, retry_after,
-};
+use crate::{Violation, class_index, oracle, server_time, unknown, violation};
+use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, SendId};
 
 /// Checks the invariants of SPEC.md §1, §2 and §4 on the inputs and outputs
 /// of a batch:
@@ -300,10 +298,10 @@ impl BatchChecker {
             Event::Tick => return,
             Event::Response(r) => {
                 if let Some(v) = r.retry_after
-                    && let Ok(d) = retry_after::server_delay(v, r.date, r.wall_clock)
+                    && let Some(d) = server_time::asked(v, r.date, r.wall_clock)
                 {
                     if self.throttle.is_some()
-                        && retry.class_of_response(r) == Some(RetryClass::RateLimited)
+                        && oracle::class_of(retry, r) == Some(RetryClass::RateLimited)
                         && let Some(until) =
                             now.checked_add(d.clamp(retry.retry_after.min, retry.retry_after.max))
                     {
@@ -315,7 +313,7 @@ impl BatchChecker {
                         self.over_cap[item] = d > retry.retry_after.auto_wait_cap;
                     }
                 }
-                (r.id, retry.class_of_response(r))
+                (r.id, oracle::class_of(retry, r))
             }
             Event::TransportError(id, _) => (*id, Some(RetryClass::Transport)),
             other => unknown(other),
@@ -409,7 +407,7 @@ impl BatchChecker {
                         );
                     };
                     let i = class_index(class);
-                    let budget = retry.max_retries.of(class);
+                    let budget = oracle::budget(retry, class);
                     let spent = self.retries[item][i] >= budget;
                     let restart = match class {
                         RetryClass::RateLimited => spent || self.over_cap[item],

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use polite_core::{Action, Event, Outcome, RequestInfo, RetryClass, RetryPolicy, SendId};
 
+use crate::oracle;
 use crate::server_time::{self, NotBefore};
 
 /// A broken invariant: which rule, and what happened.
@@ -154,8 +155,8 @@ impl Checker {
                 if self.deadline.is_some_and(|d| now >= d) {
                     self.late_answer = true;
                 }
-                // The caller's classification wins, as in the machines.
-                self.last_class = self.policy.class_of_response(r);
+                // SPEC §2's classes, by the checkers' own table.
+                self.last_class = oracle::class_of(&self.policy, r);
                 self.asked = r
                     .retry_after
                     .and_then(|v| server_time::asked(v, r.date, r.wall_clock));
@@ -238,7 +239,7 @@ impl Checker {
                         return violation("retry-budget", "retry without a failure".into());
                     };
                     self.retries[class_index(class)] += 1;
-                    if self.retries[class_index(class)] > self.policy.max_retries.of(class) {
+                    if self.retries[class_index(class)] > oracle::budget(&self.policy, class) {
                         return violation(
                             "retry-budget",
                             format!("{} {class} retries", self.retries[class_index(class)]),
@@ -289,7 +290,7 @@ impl Checker {
             .asked
             .is_some_and(|d| d > self.policy.retry_after.auto_wait_cap);
         let total: u32 = self.retries.iter().sum();
-        let spent = self.retries[class_index(class)] >= self.policy.max_retries.of(class)
+        let spent = self.retries[class_index(class)] >= oracle::budget(&self.policy, class)
             || self.policy.max_total_retries.is_some_and(|m| total >= m);
         let justified = over_cap || (spent && class == RetryClass::RateLimited);
         if !justified {

@@ -30,7 +30,9 @@ use arbitrary::Unstructured;
 
 use crate::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
 use crate::server_time;
-use crate::{BatchChecker, Checker, PollChecker, ThrottleChecker, Violation, origin, violation};
+use crate::{
+    BatchChecker, Checker, PollChecker, ThrottleChecker, Trace, Violation, origin, violation,
+};
 use polite_core::budget::{RetryBucket, RetryCosts};
 use polite_core::pace::Unpaced;
 use polite_core::policy::{BackoffExponent, Jitter, MaxRetries, StatusSet};
@@ -244,7 +246,15 @@ fn header(u: U<'_, '_>) -> Vec<u8> {
         0 | 1 => int(u, 0..=5).to_string().into_bytes(),
         2 => int(u, 0..=400).to_string().into_bytes(),
         3 => pick(u, &["59", "60", "61", "300", "301", "86400"]).into(),
-        4 | 5 => imf(near(u)).into_bytes(),
+        // Any of the three date forms (RFC 850 and asctime too), some
+        // wrapped in whitespace.
+        4 | 5 => {
+            let d = forms(near(u))[int(u, 0..=2) as usize].clone();
+            match int(u, 0..=3) {
+                0 => format!(" \t{d} ").into_bytes(),
+                _ => d.into_bytes(),
+            }
+        }
         6 => pick(
             u,
             &[
@@ -431,7 +441,17 @@ fn input(u: U<'_, '_>, flavour: Flavour) -> Input {
         23..=25 => Input::Wake,
         26..=28 => Input::WakeIfIdle,
         29 => Input::Cancel,
-        _ => Input::Backwards(millis(u)),
+        30 => Input::Backwards(millis(u)),
+        // The wall clock jumps, the monotonic one does not: up to two hours
+        // either way.
+        _ => {
+            let by = Duration::from_millis(int(u, 0..=7_200_000));
+            if flag(u) {
+                Input::WallForward(by)
+            } else {
+                Input::WallBack(by)
+            }
+        }
     }
 }
 
@@ -577,6 +597,25 @@ impl Case for RetryCase {
     }
 
     fn check(&self) -> Result<(), Violation> {
+        self.trace().map(drop)
+    }
+}
+
+impl RetryCase {
+    /// Runs the case under its checker and returns its trace (what
+    /// [`Case::check`] checks).
+    ///
+    /// # Errors
+    ///
+    /// The first [`Violation`].
+    ///
+    /// ```
+    /// use polite_testing::fuzz::{Case, RetryCase};
+    /// let case = RetryCase::decode(&[7; 64]);
+    /// let trace = case.trace().unwrap();
+    /// assert!(trace.steps.last().is_some());
+    /// ```
+    pub fn trace(&self) -> Result<Trace, Violation> {
         let t0 = origin();
         let m = RetryMachine::new(
             self.policy,
@@ -609,9 +648,9 @@ impl Case for RetryCase {
         let sends = trace.sends().count() as u32;
         let b = self.policy.max_retries;
         if sends > 1 + b.rate_limited + b.server_error + b.transport {
-            return violation("retry-budget", format!("{sends} sends in all"));
+            violation("retry-budget", format!("{sends} sends in all"))?;
         }
-        Ok(())
+        Ok(trace)
     }
 }
 
@@ -665,6 +704,25 @@ impl Case for PollCase {
     }
 
     fn check(&self) -> Result<(), Violation> {
+        self.trace().map(drop)
+    }
+}
+
+impl PollCase {
+    /// Runs the case under its checker and returns its trace (what
+    /// [`Case::check`] checks).
+    ///
+    /// # Errors
+    ///
+    /// The first [`Violation`].
+    ///
+    /// ```
+    /// use polite_testing::fuzz::{Case, PollCase};
+    /// let case = PollCase::decode(&[3; 64]);
+    /// let trace = case.trace().unwrap();
+    /// assert!(trace.steps.last().is_some());
+    /// ```
+    pub fn trace(&self) -> Result<Trace, Violation> {
         let t0 = origin();
         let m = PollMachine::new(
             self.policy,
@@ -680,7 +738,7 @@ impl Case for PollCase {
         let checker = PollChecker::new(&self.policy, &self.request, t0 + self.timeout);
         let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
         run.play(&self.script)?;
-        run.finish().map(drop)
+        run.finish()
     }
 }
 
@@ -1124,7 +1182,8 @@ fn forms(secs: u64) -> [String; 3] {
 }
 
 /// The rules of SPEC §2.1 for one value, against an independent reading
-/// (the checkers' own digit scanner and leap-second rule, over `httpdate`).
+/// (the checkers' own digit scanner and HTTP-date reader, `server_time`,
+/// which shares no code with `polite_core::retry_after` nor uses `httpdate`).
 fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Result<(), Violation> {
     let parsed = RetryAfter::parse(value);
     let t = server_time::trim(value);
@@ -1365,7 +1424,9 @@ impl Case for RateLimitCase {
                         format!("{info:?} over {:?}", headers.max_pause),
                     );
                 }
-                if r.retry_after.is_some_and(|v| RetryAfter::parse(v).is_ok()) {
+                if r.retry_after
+                    .is_some_and(|v| server_time::asked(v, r.date, r.wall_clock).is_some())
+                {
                     return violation(
                         "ratelimit-pause",
                         format!("{info:?} despite a valid Retry-After"),

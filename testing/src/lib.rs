@@ -66,9 +66,11 @@ use std::time::Instant;
 
 mod batch_check;
 mod check;
+mod coverage;
 mod explore;
 #[cfg(feature = "arbitrary")]
 pub mod fuzz;
+mod oracle;
 mod poll_check;
 mod script;
 mod server_time;
@@ -80,6 +82,7 @@ mod throttle_check;
 pub use batch_check::BatchChecker;
 pub use check::{Checker, Violation};
 pub(crate) use check::{class_index, unknown, violation};
+pub use coverage::Coverage;
 pub use explore::{Counterexample, Exploration, explore, explore_from_origin};
 pub use poll_check::PollChecker;
 pub use script::{

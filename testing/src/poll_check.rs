@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use polite_core::poll::JobReport;
 use polite_core::{
     Action, Event, Notice, Outcome, PollMachine, PollPolicy, RequestInfo, RetryClass, SendId,
-    SendPlan, backoff,
+    SendPlan,
 };
 use rand_core::Rng;
 
+use crate::oracle;
 use crate::server_time::{self, NotBefore};
 use crate::{Violation, class_index, unknown, violation};
 
@@ -285,8 +286,8 @@ impl PollChecker {
             Some(NotBefore::At(t)) => Expect::Stop(Outcome::RateLimited { retry_at: Some(t) }),
             _ => Expect::RateLimitedAfter(now.checked_add(limits.auto_wait_cap).unwrap_or(now)),
         };
-        // A success the caller classes as a failure is retried by class,
-        // as the machines do (RetryPolicy::class_of_response).
+        // A success the caller classes as a failure is retried by class
+        // (SPEC §2; the checkers' own table in `oracle::class_of`).
         let classified = r.retry_class.is_some() && (200..=399).contains(&r.status);
         match (r.status, r.job) {
             (status, Some(JobReport::LongPollUnsupported)) => {
@@ -321,9 +322,9 @@ impl PollChecker {
                     self.last_send_at
                         .and_then(|t| t.checked_add(self.policy.min_long_poll_interval))
                 } else {
-                    let b = &self.policy.backoff;
-                    let least =
-                        backoff::jitter(backoff::exponential(b, self.scheduled), b.jitter, 0);
+                    // SPEC §3's schedule at its lowest jitter, by the
+                    // checkers' own arithmetic.
+                    let least = oracle::least_backoff(&self.policy.backoff, self.scheduled);
                     self.scheduled += 1;
                     now.checked_add(least)
                 };
@@ -331,7 +332,7 @@ impl PollChecker {
             (status @ 100..=399, None) | (status @ (0..=99 | 600..), _) if !classified => {
                 self.expect(Expect::Stop(Outcome::NotRetryable { status }));
             }
-            (status, _) => match self.policy.retry.class_of_response(r) {
+            (status, _) => match oracle::class_of(&self.policy.retry, r) {
                 Some(class) => {
                     self.failure = Some(class);
                     self.not_before = server;
@@ -551,7 +552,7 @@ impl PollChecker {
             }
             let i = class_index(class);
             self.consecutive[i] += 1;
-            if self.consecutive[i] > self.policy.retry.max_retries.of(class) {
+            if self.consecutive[i] > oracle::budget(&self.policy.retry, class) {
                 return violation(
                     "retry-budget",
                     format!("{} consecutive {class} retries", self.consecutive[i]),

@@ -163,9 +163,18 @@ pub enum Input {
     WakeIfIdle,
     /// The caller cancels.
     Cancel,
-    /// The adapter's clock steps back by this much (never before the
-    /// start), then a tick: the machine must clamp.
+    /// The adapter's clock steps back by this much (before the script's
+    /// start too, when the instant exists), then a tick: the machine must
+    /// clamp.
     Backwards(Duration),
+    /// The wall clock (what answers carry as the time they arrived, which
+    /// turns an HTTP-date into a delay when there is no valid `Date`)
+    /// jumps forward by this much; the monotonic clock does not move (an
+    /// NTP step, a suspended laptop).
+    WallForward(Duration),
+    /// The wall clock jumps back by this much; the monotonic clock does not
+    /// move.
+    WallBack(Duration),
 }
 
 impl Input {
@@ -251,7 +260,8 @@ impl Input {
     ///
     /// ```
     /// use polite_testing::{Input, Job};
-    /// let _ = Input::status(400).job(Job::LongPollUnsupported);
+    /// let Input::Answer(a) = Input::status(400).job(Job::LongPollUnsupported) else { unreachable!() };
+    /// assert_eq!((a.status, a.job), (400, Some(Job::LongPollUnsupported)));
     /// ```
     #[must_use]
     pub fn job(mut self, job: Job) -> Input {
@@ -276,7 +286,8 @@ impl Input {
     ///
     /// ```
     /// use polite_testing::Input;
-    /// let _ = Input::status(200).generation(8);
+    /// let Input::Answer(a) = Input::status(200).generation(8) else { unreachable!() };
+    /// assert_eq!(a.generation, Some(8));
     /// ```
     #[must_use]
     pub fn generation(mut self, generation: u64) -> Input {
@@ -427,6 +438,8 @@ impl std::fmt::Display for Input {
             Input::WakeIfIdle => f.write_str("wake-if-idle"),
             Input::Cancel => f.write_str("cancel"),
             Input::Backwards(d) => write!(f, "backwards -{d:?}"),
+            Input::WallForward(d) => write!(f, "wall clock +{d:?}"),
+            Input::WallBack(d) => write!(f, "wall clock -{d:?}"),
         }
     }
 }
@@ -461,6 +474,14 @@ impl std::fmt::Display for Input {
 ///     }
 /// }
 /// // Use it with a built-in checker as a pair: `(Checker::for_machine(&m), AtMostThree::default())`.
+/// let mut rule = AtMostThree::default();
+/// let t0 = Instant::now();
+/// let send = Action::Send(polite_core::SendPlan { id: polite_core::SendId::default(),
+///     request: polite_core::RequestId(1), abort_at: t0, long_poll: None });
+/// for _ in 0..3 {
+///     assert!(Invariants::<()>::output(&mut rule, t0, &send).is_ok());
+/// }
+/// assert_eq!(Invariants::<()>::output(&mut rule, t0, &send).unwrap_err().rule, "at-most-three");
 /// ```
 pub trait Invariants<M: ?Sized> {
     /// An event about to be fed to the machine at `now`.
@@ -713,9 +734,13 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
     /// # use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
     /// # let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     /// #                           SplitMix64::new(1), origin(), Duration::from_secs(30)).unwrap();
-    /// let run = ScriptRunner::new(origin(), m, ())
+    /// // The server's date is 20 s after this wall clock: a 20 s wait.
+    /// let mut run = ScriptRunner::new(origin(), m, ())
     ///     .wall_clock(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    /// # let _ = run;
+    /// run.step(&Input::status(503).retry_after("Tue, 14 Nov 2023 22:13:40 GMT")
+    ///     .after(Duration::ZERO)).unwrap();
+    /// let trace = run.finish().unwrap();
+    /// assert_eq!(trace.gaps()[0], Duration::from_secs(20));
     /// ```
     #[must_use]
     pub fn wall_clock(mut self, wall: SystemTime) -> ScriptRunner<M, C> {
@@ -819,12 +844,16 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             }
             Input::Cancel => self.feed(Event::Cancel),
             Input::Backwards(d) => {
-                self.clock = self
-                    .clock
-                    .checked_sub(*d)
-                    .unwrap_or(self.start)
-                    .max(self.start);
+                self.clock = self.clock.checked_sub(*d).unwrap_or(self.clock);
                 self.feed(Event::Tick)
+            }
+            Input::WallForward(d) => {
+                self.wall = self.wall.checked_add(*d).unwrap_or(self.wall);
+                Ok(())
+            }
+            Input::WallBack(d) => {
+                self.wall = self.wall.checked_sub(*d).unwrap_or(self.wall);
+                Ok(())
             }
         }
     }

@@ -5,9 +5,10 @@
 //! * surrounding whitespace is trimmed;
 //! * delta-seconds are ASCII digits, any number of them (leading zeros are
 //!   digits); a value too large for 64 bits saturates (valid and huge);
-//! * otherwise an HTTP-date in one of the three forms, read by `httpdate`
-//!   (a reference parser, not polite's), where a seconds field of `60` (a
-//!   leap second) is second 59 plus one second;
+//! * otherwise an HTTP-date in one of the three forms, read by this
+//!   module's own word-by-word reader (not `httpdate`, which polite-core
+//!   uses), where a seconds field of `60` (a leap second) is one second
+//!   after second 59;
 //! * a date is measured against a valid `Date` header, else the wall clock;
 //!   a date in the past is zero.
 //!
@@ -46,31 +47,139 @@ pub(crate) fn delta_seconds(v: &[u8]) -> Option<u64> {
     Some(n)
 }
 
-/// An HTTP-date: split into words, find the `hh:mm:ss` word; a second of
-/// `60` is read as `59` and one second added.
+/// An HTTP-date in one of the three forms of RFC 9110 §5.6.7, read by hand
+/// (no `httpdate`, no code shared with polite-core): the value is split
+/// into its space-separated words and each form is matched word by word.
+///
+/// * IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`
+/// * RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` (two-digit year: `70..=99`
+///   is 19xx, `00..=69` is 20xx, the reading of the `httpdate` crate that
+///   SPEC §2.1 names)
+/// * asctime `Sun Nov  6 08:49:37 1994` (day padded with a space)
+///
+/// The weekday must be the date's, the day must exist in its month, the
+/// year is `1970..=9999` (what SPEC's named parser represents), and a
+/// seconds field of `60` (a leap second) is simply second 60 of the minute:
+/// one second after second 59.
 pub(crate) fn http_date(v: &[u8]) -> Option<SystemTime> {
-    let text = std::str::from_utf8(v).ok()?;
-    let mut leap = false;
-    let mut rebuilt = String::with_capacity(text.len());
-    for (i, piece) in text.split(' ').enumerate() {
-        if i > 0 {
-            rebuilt.push(' ');
+    const SHORT: [&[u8]; 7] = [b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat", b"Sun"];
+    const LONG: [&[u8]; 7] = [
+        b"Monday",
+        b"Tuesday",
+        b"Wednesday",
+        b"Thursday",
+        b"Friday",
+        b"Saturday",
+        b"Sunday",
+    ];
+    const MONTHS: [&[u8]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let find = |names: &[&[u8]], w: &[u8]| names.iter().position(|n| *n == w);
+    // At most six words (no allocation: the fuzz oracle runs this often).
+    let mut words: [&[u8]; 6] = [&[]; 6];
+    let mut n = 0;
+    for w in v.split(|b| *b == b' ') {
+        *words.get_mut(n)? = w;
+        n += 1;
+    }
+    // (weekday 0 = Monday, day, month 1..=12, year, hh:mm:ss)
+    let fields = match &words[..n] {
+        // IMF-fixdate: six words, the weekday ends in a comma.
+        [wd, day, mon, year, time, b"GMT"] if day.len() == 2 && year.len() == 4 => {
+            let wd = find(&SHORT, wd.strip_suffix(b",")?)?;
+            (
+                wd,
+                number(day)?,
+                find(&MONTHS, mon)? + 1,
+                number(year)?,
+                time,
+            )
         }
-        let b = piece.as_bytes();
-        if b.len() == 8 && b[2] == b':' && b[5] == b':' && &b[6..] == b"60" {
-            leap = true;
-            rebuilt.push_str(&piece[..6]);
-            rebuilt.push_str("59");
+        // RFC 850: four words, `dd-Mon-yy` in the middle.
+        [wd, dmy, time, b"GMT"] => {
+            let wd = find(&LONG, wd.strip_suffix(b",")?)?;
+            let [day, mon, yy] = split3(dmy, b'-')?;
+            if day.len() != 2 || yy.len() != 2 {
+                return None;
+            }
+            let yy = number(yy)?;
+            let year = if yy >= 70 { 1900 + yy } else { 2000 + yy };
+            (wd, number(day)?, find(&MONTHS, mon)? + 1, year, time)
+        }
+        // asctime: a one-digit day is padded with a space, which splits
+        // into an empty word.
+        [wd, mon, b"", day, time, year] if day.len() == 1 && year.len() == 4 => {
+            let (wd, mon) = (find(&SHORT, wd)?, find(&MONTHS, mon)? + 1);
+            (wd, number(day)?, mon, number(year)?, time)
+        }
+        [wd, mon, day, time, year] if day.len() == 2 && year.len() == 4 => {
+            let (wd, mon) = (find(&SHORT, wd)?, find(&MONTHS, mon)? + 1);
+            (wd, number(day)?, mon, number(year)?, time)
+        }
+        _ => return None,
+    };
+    let (wd, day, month, year, time) = fields;
+    let [hh, mm, ss] = split3(time, b':')?;
+    if hh.len() != 2 || mm.len() != 2 || ss.len() != 2 {
+        return None;
+    }
+    let (hh, mm, ss) = (number(hh)?, number(mm)?, number(ss)?);
+    if !(1970..=9999).contains(&year) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    let leap_year = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [
+        31,
+        if leap_year { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if day == 0 || day > month_days[month - 1] {
+        return None;
+    }
+    // Days since 1970-01-01, counted the long way: whole years, then whole
+    // months of this year, then days.
+    let mut days: u64 = 0;
+    for y in 1970..year {
+        days += if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) {
+            366
         } else {
-            rebuilt.push_str(piece);
-        }
+            365
+        };
     }
-    let at = httpdate::parse_http_date(&rebuilt).ok()?;
-    if leap {
-        at.checked_add(Duration::from_secs(1))
-    } else {
-        Some(at)
+    days += month_days[..month - 1].iter().sum::<u64>();
+    days += day - 1;
+    // 1970-01-01 was a Thursday (weekday 3 with Monday 0).
+    if (days + 3) % 7 != wd as u64 {
+        return None;
     }
+    let secs = days * 86_400 + hh * 3_600 + mm * 60 + ss;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// A field of ASCII digits (at most four here), as a number.
+fn number(w: &[u8]) -> Option<u64> {
+    if w.is_empty() || w.len() > 4 {
+        return None;
+    }
+    delta_seconds(w)
+}
+
+/// Exactly three pieces around `sep`.
+fn split3(w: &[u8], sep: u8) -> Option<[&[u8]; 3]> {
+    let mut it = w.split(|b| *b == sep);
+    let out = [it.next()?, it.next()?, it.next()?];
+    it.next().is_none().then_some(out)
 }
 
 /// What a raw `Retry-After` value asks, as a delay from the answer's
@@ -144,5 +253,53 @@ mod tests {
             asked(b"Wed Dec 31 23:59:60 2008", Some(server), wall),
             s(30)
         );
+    }
+
+    /// The three forms of RFC 9110 §5.6.7, SPEC §2.1's table of what is a
+    /// date and what is not.
+    #[test]
+    fn date_table() {
+        let t = |secs| Some(UNIX_EPOCH + Duration::from_secs(secs));
+        let cases: [(&str, Option<SystemTime>); 22] = [
+            ("Sun, 06 Nov 1994 08:49:37 GMT", t(784_111_777)),
+            ("Sunday, 06-Nov-94 08:49:37 GMT", t(784_111_777)),
+            ("Sun Nov  6 08:49:37 1994", t(784_111_777)),
+            ("Sun Nov 06 08:49:37 1994", t(784_111_777)),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", t(0)),
+            ("Thursday, 01-Jan-70 00:00:00 GMT", t(0)),
+            ("Tuesday, 31-Dec-69 23:59:59 GMT", t(3_155_759_999)), // 2069
+            ("Tue, 29 Feb 2000 12:00:00 GMT", t(951_825_600)),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", t(253_402_300_799)),
+            ("Wed, 31 Dec 2008 23:59:60 GMT", t(1_230_768_000)),
+            // Not dates.
+            ("Mon, 06 Nov 1994 08:49:37 GMT", None), // wrong weekday
+            ("Sun, 06 Nov 1994 08:49:37 UTC", None),
+            ("Sun, 06 Nov 1994 08:49:61 GMT", None),
+            ("Sun, 06 Nov 1994 24:00:00 GMT", None),
+            ("Sun, 6 Nov 1994 08:49:37 GMT", None),
+            ("Sun,  06 Nov 1994 08:49:37 GMT", None),
+            ("Sat, 29 Feb 1900 00:00:00 GMT", None), // before 1970, and no such day
+            ("Thu, 29 Feb 2001 00:00:00 GMT", None),
+            ("Wed, 31 Dec 1969 23:59:59 GMT", None), // before what SPEC's parser represents
+            ("Sun Nov  6 08:49:37 1994 GMT", None),
+            ("Sun Nov 6 08:49:37 1994", None),
+            ("sun, 06 nov 1994 08:49:37 gmt", None),
+        ];
+        for (v, want) in cases {
+            assert_eq!(http_date(v.as_bytes()), want, "{v}");
+        }
+    }
+
+    /// Every day from 1970 to 2100 (and a sweep of times of day), in all
+    /// three forms as `httpdate` writes them, reads back to its instant.
+    #[test]
+    fn dates_read_back() {
+        let mut secs = 0u64;
+        while secs < 4_102_444_800 {
+            let at = UNIX_EPOCH + Duration::from_secs(secs);
+            let imf = httpdate::fmt_http_date(at);
+            assert_eq!(http_date(imf.as_bytes()), Some(at), "{imf}");
+            secs += 86_400 + 3_607;
+        }
     }
 }

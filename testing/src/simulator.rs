@@ -161,7 +161,7 @@ impl Scripted {
     /// ```
     /// use polite_testing::{Job, Scripted};
     /// let rejected = Scripted::status(400).job(Job::LongPollUnsupported);
-    /// # let _ = rejected;
+    /// assert_ne!(rejected, Scripted::status(400));
     /// ```
     #[must_use]
     pub fn job(mut self, value: Job) -> Scripted {

@@ -45,7 +45,7 @@ use proptest::collection::SizeRange;
 use proptest::prelude::*;
 
 use crate::script::{Answer, Input, Job};
-use polite_core::policy::{Jitter, MaxRetries};
+use polite_core::policy::{Backoff, BackoffExponent, Jitter, MaxRetries};
 use polite_core::{
     Method, PollPolicy, RequestId, RequestInfo, RetryClass, RetryPolicy, TransportErrorKind,
 };
@@ -76,16 +76,25 @@ pub fn status() -> impl Strategy<Value = u16> {
 }
 
 /// Raw `Retry-After` values: absent, small and large delta-seconds (over
-/// the default automatic wait cap of 60 s too), zero, hostile ones (more
-/// digits than fit in 64 bits, zero-padded past 64 bytes: valid and huge,
-/// or valid and small), invalid values (a sign, a decimal point, empty),
-/// HTTP-dates (with a leap second too), or any bytes.
+/// the default automatic wait cap of 60 s too, and at each cap's
+/// boundary), zero, hostile ones (more digits than fit in 64 bits, around
+/// `u64::MAX`, zero-padded past 64 bytes: valid and huge, or valid and
+/// small), surrounding whitespace, invalid values (a sign, a decimal point,
+/// empty, a date in UTC), HTTP-dates in all three forms (with a leap second
+/// too), or any bytes.
 ///
 /// ```
 /// use polite_testing::strategies;
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
-/// let _ = strategies::retry_after().new_tree(&mut TestRunner::default()).unwrap().current();
+/// let mut runner = TestRunner::deterministic();
+/// let values: Vec<_> = (0..400)
+///     .map(|_| strategies::retry_after().new_tree(&mut runner).unwrap().current())
+///     .collect();
+/// assert!(values.contains(&None));
+/// // Zero-padded past 64 bytes, and more digits than fit in 64 bits.
+/// assert!(values.iter().flatten().any(|v| v.len() > 64 && v.iter().all(u8::is_ascii_digit)));
+/// assert!(values.iter().flatten().any(|v| v.starts_with(b" ") || v.starts_with(b"\t")));
 /// ```
 pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
     let fixed = |s: &'static str| Just(Some(s.as_bytes().to_vec()));
@@ -105,6 +114,23 @@ pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
         1 => (0usize..100).prop_map(|n| Some(format!("{}18446744073709551616", "0".repeat(n)).into_bytes())),
         2 => fixed("Sun, 06 Nov 1994 08:49:37 GMT"),
         1 => fixed("Sun, 06 Nov 1994 08:48:60 GMT"),
+        1 => fixed("Sunday, 06-Nov-94 08:49:37 GMT"),
+        1 => fixed("Sun Nov  6 08:49:37 1994"),
+        1 => fixed("Sun, 06 Nov 1994 08:49:37 UTC"),
+        // Not dates, though `httpdate` alone reads them as dates (issue 23).
+        1 => fixed("Sunday, 06-Nov-94x08:49:37 GMT"),
+        1 => fixed("\x0bSun, 06 Nov 1994 08:49:37 GMT"),
+        // Around u64::MAX, the caps' boundaries (min 1 s, automatic wait cap
+        // 60 s, clamp 300 s), short zero-padding, and whitespace.
+        1 => fixed("18446744073709551615"),
+        1 => fixed("18446744073709551614"),
+        1 => fixed("1844674407370955161"),
+        2 => prop_oneof![Just("59"), Just("60"), Just("61"), Just("299"), Just("300"), Just("301")]
+            .prop_map(|v| Some(v.as_bytes().to_vec())),
+        1 => (1usize..60, 0u64..100).prop_map(|(n, v)| Some(format!("{}{v}", "0".repeat(n)).into_bytes())),
+        2 => (prop_oneof![Just(" "), Just("\t"), Just(" \t ")], 0u64..100)
+            .prop_map(|(ws, v)| Some(format!("{ws}{v}{ws}").into_bytes())),
+        1 => fixed(" Sun, 06 Nov 1994 08:49:37 GMT\t"),
         1 => fixed("Sunday, 06-Nov-94 08:48:60 GMT"),
         1 => fixed("Sun Nov  6 08:48:60 1994"),
         1 => fixed(""),
@@ -114,12 +140,17 @@ pub fn retry_after() -> impl Strategy<Value = Option<Vec<u8>>> {
 }
 
 /// Raw `Date` values: mostly absent; the server's clock near the default
-/// virtual wall clock (1994-11-06 08:48:20), a leap second
-/// (`08:47:60`, i.e. 08:48:00), or garbage.
+/// virtual wall clock (1994-11-06 08:48:20), skewed an hour either way, a
+/// leap second (`08:47:60`, i.e. 08:48:00), an impossible date, or garbage.
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::date();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let dates: Vec<_> = (0..300).map(|_| strategies::date().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(dates.contains(&None));
+/// assert!(dates.contains(&Some(b"Sun, 06 Nov 1994 09:48:20 GMT".to_vec()))); // an hour ahead
 /// ```
 pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
     let fixed = |s: &'static str| Just(Some(s.as_bytes().to_vec()));
@@ -129,6 +160,9 @@ pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
         1 => fixed("Sun, 06 Nov 1994 08:47:60 GMT"),
         1 => fixed("Sunday, 06-Nov-94 08:47:60 GMT"),
         1 => fixed("Sun Nov  6 08:47:60 1994"),
+        1 => fixed("Sun, 06 Nov 1994 09:48:20 GMT"),
+        1 => fixed("Sun, 06 Nov 1994 07:48:20 GMT"),
+        1 => fixed("Sun, 31 Nov 1994 08:48:20 GMT"),
         1 => fixed("yesterday"),
     ]
 }
@@ -137,7 +171,13 @@ pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::transport_kind();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let kinds: std::collections::HashSet<_> = (0..200)
+///     .map(|_| strategies::transport_kind().new_tree(&mut runner).unwrap().current())
+///     .collect();
+/// assert_eq!(kinds.len(), 7);
 /// ```
 pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
     prop_oneof![
@@ -156,7 +196,11 @@ pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::retry_class();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let classes: Vec<_> = (0..300).map(|_| strategies::retry_class().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(classes.contains(&None) && classes.contains(&Some(polite_core::RetryClass::RateLimited)));
 /// ```
 pub fn retry_class() -> impl Strategy<Value = Option<RetryClass>> {
     prop_oneof![
@@ -173,7 +217,12 @@ pub fn retry_class() -> impl Strategy<Value = Option<RetryClass>> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::rate_limit_headers();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..300).map(|_| strategies::rate_limit_headers().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.iter().any(Vec::is_empty));
+/// assert!(all.iter().flatten().any(|(name, _)| name == "RateLimit-Policy"));
 /// ```
 pub fn rate_limit_headers() -> impl Strategy<Value = Vec<(String, Vec<u8>)>> {
     let h = |name: &'static str, value: &'static str| {
@@ -200,7 +249,13 @@ fn ms(range: std::ops::Range<u64>) -> impl Strategy<Value = Duration> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::input();
+/// use polite_testing::Input;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let inputs: Vec<_> = (0..300).map(|_| strategies::input().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(_))));
+/// assert!(inputs.iter().any(|i| matches!(i, Input::WallBack(_) | Input::WallForward(_))));
 /// ```
 pub fn input() -> impl Strategy<Value = Input> {
     let answer = (
@@ -233,6 +288,8 @@ pub fn input() -> impl Strategy<Value = Input> {
         4 => Just(Input::Wake),
         1 => Just(Input::Cancel),
         1 => ms(0..5_000).prop_map(Input::Backwards),
+        1 => ms(0..7_200_000).prop_map(Input::WallForward),
+        1 => ms(0..7_200_000).prop_map(Input::WallBack),
     ]
 }
 
@@ -240,7 +297,11 @@ pub fn input() -> impl Strategy<Value = Input> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::script(0..40);
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let script = strategies::script(5..6).new_tree(&mut runner).unwrap().current();
+/// assert_eq!(script.len(), 5);
 /// ```
 pub fn script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
     prop::collection::vec(input(), size)
@@ -252,7 +313,13 @@ pub fn script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::job();
+/// use polite_testing::Job;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let jobs: Vec<_> = (0..300).map(|_| strategies::job().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(jobs.contains(&Some(Job::LongPollUnsupported)));
+/// assert!(jobs.contains(&Some(Job::State("running".into()))));
 /// ```
 pub fn job() -> impl Strategy<Value = Option<Job>> {
     let state = |s: &'static str| Just(Some(Job::State(s.to_owned())));
@@ -277,7 +344,14 @@ pub fn job() -> impl Strategy<Value = Option<Job>> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::poll_input();
+/// use polite_testing::{Input, Job};
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let inputs: Vec<_> = (0..3000).map(|_| strategies::poll_input().new_tree(&mut runner).unwrap().current()).collect();
+/// // The rejection of the wait parameter comes with a Retry-After too.
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(a)
+///     if a.job == Some(Job::LongPollUnsupported) && a.retry_after.is_some())));
 /// ```
 pub fn poll_input() -> impl Strategy<Value = Input> {
     let status = prop_oneof![
@@ -332,6 +406,8 @@ pub fn poll_input() -> impl Strategy<Value = Input> {
         1 => Just(Input::Wake),
         1 => Just(Input::Cancel),
         3 => ms(0..5_000).prop_map(Input::Backwards),
+        1 => ms(0..7_200_000).prop_map(Input::WallForward),
+        1 => ms(0..7_200_000).prop_map(Input::WallBack),
     ]
 }
 
@@ -339,7 +415,11 @@ pub fn poll_input() -> impl Strategy<Value = Input> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::poll_script(0..80);
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let script = strategies::poll_script(0..80).new_tree(&mut runner).unwrap().current();
+/// assert!(script.len() < 80);
 /// ```
 pub fn poll_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
     prop::collection::vec(poll_input(), size)
@@ -351,7 +431,12 @@ pub fn poll_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Inpu
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::batch_input();
+/// use polite_testing::Input;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let inputs: Vec<_> = (0..300).map(|_| strategies::batch_input().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(a) if a.status == 429)));
 /// ```
 pub fn batch_input() -> impl Strategy<Value = Input> {
     let status = prop_oneof![
@@ -364,15 +449,15 @@ pub fn batch_input() -> impl Strategy<Value = Input> {
     let answer = (
         any::<u32>(),
         status,
-        retry_after(),
+        (retry_after(), date()),
         ms(0..2_000),
         rate_limit_headers(),
     )
-        .prop_map(|(pick, status, retry_after, after, headers)| {
+        .prop_map(|(pick, status, (retry_after, date), after, headers)| {
             Input::Answer(Answer {
                 status,
                 retry_after,
-                date: None,
+                date,
                 job: None,
                 generation: None,
                 headers,
@@ -391,6 +476,7 @@ pub fn batch_input() -> impl Strategy<Value = Input> {
         6 => Just(Input::Wake),
         1 => Just(Input::Cancel),
         1 => ms(0..3_000).prop_map(Input::Backwards),
+        1 => ms(0..7_200_000).prop_map(Input::WallForward),
     ]
 }
 
@@ -398,7 +484,11 @@ pub fn batch_input() -> impl Strategy<Value = Input> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::batch_script(0..60);
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let script = strategies::batch_script(3..4).new_tree(&mut runner).unwrap().current();
+/// assert_eq!(script.len(), 3);
 /// ```
 pub fn batch_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
     prop::collection::vec(batch_input(), size)
@@ -408,7 +498,13 @@ pub fn batch_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Inp
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::jitter();
+/// use polite_core::policy::Jitter;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..200).map(|_| strategies::jitter().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.contains(&Jitter::None) && all.contains(&Jitter::Full));
+/// assert!(all.iter().all(|j| !matches!(j, Jitter::Percent(p) if *p > 100)));
 /// ```
 pub fn jitter() -> impl Strategy<Value = Jitter> {
     prop_oneof![
@@ -420,16 +516,89 @@ pub fn jitter() -> impl Strategy<Value = Jitter> {
 }
 
 /// Valid retry policies: budgets of 0 to 4 per class, any jitter, a base
-/// of 1 ms to 2 s, a multiplier of 1 to 3, a cap of at least 4 s; the
-/// `Retry-After` limits are the defaults.
+/// of 1 ms to 2 s, a multiplier of 1 to 3, a cap of at least 4 s, and the
+/// AWS SDKs' options (a total retry budget, a separate throttling backoff,
+/// the exponent counting all retries, a millisecond retry hint, waiting
+/// when a shared budget refuses); the `Retry-After` limits are the
+/// defaults.
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::retry_policy();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..200).map(|_| strategies::retry_policy().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.iter().all(|p| p.validate().is_ok()));
+/// // The AWS SDKs' options too.
+/// assert!(all.iter().any(|p| p.max_total_retries.is_some()));
+/// assert!(all.iter().any(|p| p.rate_limited_backoff.is_some()));
+/// assert!(all.iter().any(|p| p.retry_after_ms.is_some()));
 /// ```
 pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
-    (0u32..5, 0u32..5, 0u32..5, jitter(), 1u64..2_000, 1u32..4).prop_map(
-        |(rl, se, tr, jitter, base_ms, mult)| {
+    (
+        (0u32..5, 0u32..5, 0u32..5, jitter(), 1u64..2_000, 1u32..4),
+        aws_options(),
+    )
+        .prop_map(|(basic, aws)| {
+            let mut p = basic_retry_policy(basic);
+            aws.apply(&mut p);
+            p
+        })
+}
+
+/// The AWS SDKs' options of a retry policy (SPEC §4.1's adaptive mode and
+/// the standard retry mode's knobs): a total retry budget, a separate
+/// backoff for throttling, the backoff exponent counting all retries, a
+/// millisecond retry hint, and waiting out the backoff when a shared budget
+/// refuses.
+#[derive(Clone, Copy, Debug)]
+struct AwsOptions {
+    max_total_retries: Option<u32>,
+    rate_limited_backoff: Option<(u64, Jitter)>,
+    all_retries: bool,
+    retry_after_ms: Option<u64>,
+    backoff_when_budget_empty: bool,
+}
+
+impl AwsOptions {
+    fn apply(self, p: &mut RetryPolicy) {
+        p.max_total_retries = self.max_total_retries;
+        p.rate_limited_backoff = self.rate_limited_backoff.map(|(base_ms, jitter)| Backoff {
+            base: Duration::from_millis(base_ms),
+            multiplier: 2,
+            cap: Duration::from_secs(20).max(Duration::from_millis(base_ms)),
+            jitter,
+        });
+        if self.all_retries {
+            p.backoff_exponent = BackoffExponent::AllRetries;
+        }
+        p.retry_after_ms = self.retry_after_ms.map(Duration::from_millis);
+        p.backoff_when_budget_empty = self.backoff_when_budget_empty;
+    }
+}
+
+fn aws_options() -> impl Strategy<Value = AwsOptions> {
+    (
+        prop_oneof![3 => Just(None), 1 => (0u32..6).prop_map(Some)],
+        prop_oneof![3 => Just(None), 1 => (1u64..2_000, jitter()).prop_map(Some)],
+        prop::bool::weighted(0.25),
+        prop_oneof![3 => Just(None), 1 => (0u64..5_000).prop_map(Some)],
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(total, rl, all, ms, wait)| AwsOptions {
+            max_total_retries: total,
+            rate_limited_backoff: rl,
+            all_retries: all,
+            retry_after_ms: ms,
+            backoff_when_budget_empty: wait,
+        })
+}
+
+fn basic_retry_policy(
+    (rl, se, tr, jitter, base_ms, mult): (u32, u32, u32, Jitter, u64, u32),
+) -> RetryPolicy {
+    {
+        {
             let mut p = RetryPolicy {
                 max_retries: MaxRetries {
                     rate_limited: rl,
@@ -443,8 +612,8 @@ pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
             p.backoff.multiplier = mult;
             p.backoff.cap = p.backoff.base.max(Duration::from_secs(4));
             p
-        },
-    )
+        }
+    }
 }
 
 /// Requests: mostly a `GET`; a `POST` without and with an idempotency key;
@@ -452,7 +621,11 @@ pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::request();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..200).map(|_| strategies::request().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.iter().any(|r| r.is_replayable()) && all.iter().any(|r| !r.is_replayable()));
 /// ```
 pub fn request() -> impl Strategy<Value = RequestInfo> {
     prop_oneof![
@@ -469,7 +642,12 @@ pub fn request() -> impl Strategy<Value = RequestInfo> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::poll_policy();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..200).map(|_| strategies::poll_policy().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.iter().all(|p| p.validate().is_ok()));
+/// assert!(all.iter().any(|p| p.long_poll_first) && all.iter().any(|p| !p.long_poll_first));
 /// ```
 pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
     (
@@ -506,7 +684,11 @@ pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::poll_request();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..200).map(|_| strategies::poll_request().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.iter().any(|r| r.generation == Some(7)));
 /// ```
 pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
     prop_oneof![
@@ -521,7 +703,13 @@ pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
 ///
 /// ```
 /// use polite_testing::strategies;
-/// let _ = strategies::timeout();
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use std::time::Duration;
+/// let mut runner = TestRunner::deterministic();
+/// let all: Vec<_> = (0..200).map(|_| strategies::timeout().new_tree(&mut runner).unwrap().current()).collect();
+/// assert!(all.iter().all(|t| *t < Duration::from_secs(600)));
+/// assert!(all.iter().any(|t| *t < Duration::from_secs(2)));
 /// ```
 pub fn timeout() -> impl Strategy<Value = Duration> {
     prop_oneof![

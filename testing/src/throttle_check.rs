@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::{Violation, violation};
-use polite_core::{RateThrottle, deadline_after};
+use polite_core::RateThrottle;
 
 /// Checks the answers of a [`RateThrottle`] (SPEC §4) against a reference
 /// written as plainly as possible: a list of grant instants, time clamped
@@ -143,11 +143,13 @@ impl ThrottleChecker {
             self.grants.pop_front();
         }
         let full = self.grants.len() >= self.limit;
+        // The oldest live grant ages out, plus the margin (SPEC §4); an
+        // instant too far to represent: any refusal later than now will do
+        // (checked above), so the reference takes the one given.
         let want = match self.grants.front() {
-            Some(&oldest) if full => Err(deadline_after(
-                oldest,
-                self.window.saturating_add(self.margin),
-            )),
+            Some(&oldest) if full => Err(oldest
+                .checked_add(self.window.saturating_add(self.margin))
+                .unwrap_or_else(|| answer.err().unwrap_or(now))),
             _ => Ok(()),
         };
         if answer == want {

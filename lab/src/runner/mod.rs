@@ -66,7 +66,24 @@ pub fn expected(outcome: Option<Outcome>) -> ExpectedOutcome {
 fn observed<T>(result: &Result<T, Error>) -> ExpectedOutcome {
     match result {
         Ok(_) => ExpectedOutcome::Succeeded,
-        Err(e) => expected(e.outcome()),
+        Err(e) => failed(e),
+    }
+}
+
+/// The conformance name of a failed call: its outcome's, or
+/// [`ExpectedOutcome::Error`] when the error carries none
+/// (`Error::Config`, `Error::Policy`, ...): an error is never reported as a
+/// success.
+///
+/// ```
+/// use polite_lab::conformance::ExpectedOutcome;
+/// let e = polite_client::Error::Config("no origin");
+/// assert_eq!(polite_lab::runner::failed(&e), ExpectedOutcome::Error(e.to_string()));
+/// ```
+pub fn failed(e: &Error) -> ExpectedOutcome {
+    match e.outcome() {
+        Some(o) => expected(Some(o)),
+        None => ExpectedOutcome::Error(e.to_string()),
     }
 }
 
@@ -204,7 +221,7 @@ where
             }
             let outcome = match &result {
                 Ok(done) => ExpectedOutcome::terminal(done.state.as_str()),
-                Err(e) => expected(e.outcome()),
+                Err(e) => failed(e),
             };
             Observed::new(outcome, start.elapsed())
         }
