@@ -3,7 +3,7 @@
 //! suite says why and measures nothing):
 //!
 //! * **round trip**: one Lua step (`EVALSHA`) on a synchronous redis-rs
-//!   connection, and one ask of a [`FleetPace`] without a lease until it is
+//!   connection, and one ask of a [`FleetPace`](polite_client::FleetPace) without a lease until it is
 //!   granted (the worker thread's wake-up, the step, the lease), p50/p99;
 //! * **scale**: N = 1, 2, 4, 8, 16 "processes" (each a thread with a
 //!   `RedisFleet` and a blocking client of its own, as separate processes
