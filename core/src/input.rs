@@ -86,6 +86,28 @@ pub enum TransportErrorKind {
 }
 
 impl TransportErrorKind {
+    /// Every kind, in declaration order.
+    ///
+    /// ```
+    /// use polite_core::TransportErrorKind as K;
+    /// assert_eq!(K::ALL.len(), 12);
+    /// assert_eq!(K::ALL.iter().filter(|k| k.is_permanent()).count(), 5);
+    /// ```
+    pub const ALL: [TransportErrorKind; 12] = [
+        TransportErrorKind::Refused,
+        TransportErrorKind::Reset,
+        TransportErrorKind::Dns,
+        TransportErrorKind::Timeout,
+        TransportErrorKind::Aborted,
+        TransportErrorKind::Tls,
+        TransportErrorKind::Other,
+        TransportErrorKind::BodyTooLarge,
+        TransportErrorKind::TooManyRedirects,
+        TransportErrorKind::RedirectNotReplayable,
+        TransportErrorKind::Certificate,
+        TransportErrorKind::InvalidRequest,
+    ];
+
     /// Whether repeating the same send can never succeed: such errors are
     /// not retried (SPEC §5).
     ///

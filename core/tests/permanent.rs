@@ -38,6 +38,10 @@ fn requests() -> [RequestInfo; 3] {
 
 #[test]
 fn the_permanent_kinds_are_exactly_these() {
+    // Every kind is in one list or the other: a new kind must be placed.
+    for k in K::ALL {
+        assert!(PERMANENT.contains(&k) != BLIPS.contains(&k), "{k:?}");
+    }
     for k in PERMANENT {
         assert!(k.is_permanent(), "{k:?}");
     }

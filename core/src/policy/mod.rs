@@ -380,23 +380,12 @@ impl Default for TransportKinds {
 
 impl std::fmt::Debug for TransportKinds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use TransportErrorKind as K;
-        const ALL: [TransportErrorKind; 12] = [
-            K::Refused,
-            K::Reset,
-            K::Dns,
-            K::Timeout,
-            K::Aborted,
-            K::Tls,
-            K::Other,
-            K::BodyTooLarge,
-            K::TooManyRedirects,
-            K::RedirectNotReplayable,
-            K::Certificate,
-            K::InvalidRequest,
-        ];
         f.debug_set()
-            .entries(ALL.iter().filter(|k| self.contains(**k)))
+            .entries(
+                TransportErrorKind::ALL
+                    .iter()
+                    .filter(|k| self.contains(**k)),
+            )
             .finish()
     }
 }
@@ -408,20 +397,7 @@ mod tests {
     #[test]
     fn transport_kinds() {
         use TransportErrorKind as K;
-        let all = [
-            K::Refused,
-            K::Reset,
-            K::Dns,
-            K::Timeout,
-            K::Aborted,
-            K::Tls,
-            K::Other,
-            K::BodyTooLarge,
-            K::TooManyRedirects,
-            K::RedirectNotReplayable,
-            K::Certificate,
-            K::InvalidRequest,
-        ];
+        let all = TransportErrorKind::ALL;
         // RETRYABLE is exactly the kinds that are not permanent.
         for k in all {
             assert_eq!(
