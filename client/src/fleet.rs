@@ -155,16 +155,28 @@ pub trait FleetBudget: RetryBudget + Send + fmt::Debug {
 /// handle, equal to its clones.
 ///
 /// ```
-/// # use polite_client::{Fleet, FleetPace, FleetTerms, PaceKey, SharedFleet};
+/// # use polite_client::{Fleet, FleetGrant, FleetPace, FleetTerms, PaceKey, SharedFleet};
+/// # use polite_core::{adaptive::Answered, ratelimit::RateLimitInfo};
+/// # use std::time::Instant;
+/// // A fleet whose store never answers: every process paces locally.
 /// # #[derive(Debug)] struct Down;
+/// # impl FleetPace for Down {
+/// #     fn acquire(&mut self, _: Instant) -> FleetGrant { FleetGrant::Unavailable }
+/// #     fn cool_down(&mut self, _: Instant) {}
+/// #     fn observe(&mut self, _: Instant, _: &RateLimitInfo) {}
+/// #     fn on_answer(&mut self, _: Answered) {}
+/// # }
 /// # impl Fleet for Down {
-/// #     fn join(&self, _: &PaceKey, _: &FleetTerms) -> Box<dyn FleetPace> { unimplemented!() }
+/// #     fn join(&self, _: &PaceKey, _: &FleetTerms) -> Box<dyn FleetPace> { Box::new(Down) }
 /// #     fn size(&self) -> u32 { 2 }
 /// #     fn take_notice(&self) -> Option<polite_core::Notice> { None }
 /// # }
 /// let fleet = SharedFleet::new(Down);
 /// assert_eq!(fleet.clone(), fleet);
 /// assert_eq!(fleet.size(), 2);
+/// let key = PaceKey::new("https://api.example.com");
+/// let mut pace = fleet.join(&key, &FleetTerms::new(None, None, false));
+/// assert_eq!(pace.acquire(Instant::now()), FleetGrant::Unavailable);
 /// ```
 #[derive(Clone, Debug)]
 pub struct SharedFleet(Arc<dyn Fleet>);
