@@ -147,16 +147,13 @@ pub(crate) fn http_date(v: &[u8]) -> Option<SystemTime> {
     if day == 0 || day > month_days[month - 1] {
         return None;
     }
-    // Days since 1970-01-01, counted the long way: whole years, then whole
-    // months of this year, then days.
-    let mut days: u64 = 0;
-    for y in 1970..year {
-        days += if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) {
-            366
-        } else {
-            365
-        };
-    }
+    // Days since 1970-01-01: whole years (365 each, plus one per leap year
+    // before this one, counted by the Gregorian rule), then whole months of
+    // this year, then days. (Counted in closed form, not a loop over the
+    // years: a loop made each year-9999 date cost ~8,000 steps, a third of
+    // the `retry_after` fuzz target's time.)
+    let leaps_through = |y: u64| y / 4 - y / 100 + y / 400;
+    let mut days: u64 = 365 * (year - 1970) + leaps_through(year - 1) - leaps_through(1969);
     days += month_days[..month - 1].iter().sum::<u64>();
     days += day - 1;
     // 1970-01-01 was a Thursday (weekday 3 with Monday 0).
