@@ -159,6 +159,19 @@ fn batch_items_stop_at_once_with_the_cause_and_the_others_go_on() {
     );
 }
 
+/// The action after the machine's first send fails with `kind` at `t0`.
+fn after_first_send_fails(
+    m: &mut impl polite_core::Machine,
+    t0: std::time::Instant,
+    kind: K,
+) -> Action {
+    let Action::Send(plan) = m.poll_action() else {
+        panic!("first action is a send")
+    };
+    m.handle(t0, Event::TransportError(plan.id, kind));
+    m.poll_action()
+}
+
 /// `RetryPolicy::retried_transport`: a kind the user leaves out is
 /// treated like a permanent one — one send, `Permanent { cause }` — by the
 /// retry and poll machines, while the kinds left in are still retried; a
@@ -167,53 +180,37 @@ fn batch_items_stop_at_once_with_the_cause_and_the_others_go_on() {
 fn kinds_left_out_of_the_policy_are_not_retried() {
     use polite_core::policy::TransportKinds;
     let t0 = origin();
+    let get = || RequestInfo::new(RequestId(1), Method::Get);
     let retry = RetryPolicy {
         retried_transport: TransportKinds::RETRYABLE
             .without(K::Timeout)
             .with(K::Certificate),
         ..RetryPolicy::default()
     };
+    let poll = PollPolicy {
+        retry,
+        ..PollPolicy::default()
+    };
     for kind in [K::Timeout, K::Certificate, K::Reset] {
-        let stops = kind != K::Reset;
         let mut m = RetryMachine::new(
             retry,
-            RequestInfo::new(RequestId(1), Method::Get),
+            get(),
             SplitMix64::new(7),
             t0,
             Duration::from_secs(30),
         )
         .unwrap();
-        let Action::Send(plan) = m.poll_action() else {
-            panic!("first action is a send")
-        };
-        m.handle(t0, Event::TransportError(plan.id, kind));
-        let action = m.poll_action();
-        if stops {
-            assert_eq!(action, Action::Stop(Outcome::Permanent { cause: kind }));
-        } else {
-            assert!(matches!(action, Action::SleepUntil(_)), "{action:?}");
-        }
-
-        let mut p = PollMachine::new(
-            PollPolicy {
-                retry,
-                ..PollPolicy::default()
-            },
-            RequestInfo::new(RequestId(1), Method::Get),
-            SplitMix64::new(7),
-            t0,
-            Duration::from_secs(60),
-        )
-        .unwrap();
-        let Action::Send(plan) = p.poll_action() else {
-            panic!("first action is a send")
-        };
-        p.handle(t0, Event::TransportError(plan.id, kind));
-        let action = p.poll_action();
-        if stops {
-            assert_eq!(action, Action::Stop(Outcome::Permanent { cause: kind }));
-        } else {
-            assert!(matches!(action, Action::SleepUntil(_)), "{action:?}");
+        let mut p =
+            PollMachine::new(poll, get(), SplitMix64::new(7), t0, Duration::from_secs(60)).unwrap();
+        for action in [
+            after_first_send_fails(&mut m, t0, kind),
+            after_first_send_fails(&mut p, t0, kind),
+        ] {
+            if kind == K::Reset {
+                assert!(matches!(action, Action::SleepUntil(_)), "{action:?}");
+            } else {
+                assert_eq!(action, Action::Stop(Outcome::Permanent { cause: kind }));
+            }
         }
     }
     // Nothing retried at all.
@@ -222,20 +219,10 @@ fn kinds_left_out_of_the_policy_are_not_retried() {
         ..RetryPolicy::default()
     };
     for kind in BLIPS {
-        let mut m = RetryMachine::new(
-            none,
-            RequestInfo::new(RequestId(1), Method::Get),
-            SplitMix64::new(7),
-            t0,
-            Duration::from_secs(30),
-        )
-        .unwrap();
-        let Action::Send(plan) = m.poll_action() else {
-            panic!("first action is a send")
-        };
-        m.handle(t0, Event::TransportError(plan.id, kind));
+        let mut m = RetryMachine::new(none, get(), SplitMix64::new(7), t0, Duration::from_secs(30))
+            .unwrap();
         assert_eq!(
-            m.poll_action(),
+            after_first_send_fails(&mut m, t0, kind),
             Action::Stop(Outcome::Permanent { cause: kind })
         );
     }
