@@ -90,7 +90,9 @@ else
   granted = want
   if limit > 0 and granted > 0 then
     local hold = window + extra
-    redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('(%.0f', now - hold))
+    -- A grant at t ages out when t + hold <= now, as RateThrottle's do, so
+    -- the slot that frees first is always later than now.
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.0f', now - hold))
     local count = redis.call('ZCARD', log)
     local free = limit - count
     if free < granted then granted = math.max(free, 0) end
