@@ -36,8 +36,10 @@ impl AsyncIoClock {
     /// A clock with no timer armed yet.
     ///
     /// ```
+    /// use polite_client::Clock;
+    /// let before = std::time::Instant::now();
     /// let clock = polite_async_io::AsyncIoClock::new();
-    /// # drop(clock);
+    /// assert!(clock.now() >= before); // the monotonic clock, read as it is
     /// ```
     #[must_use]
     pub fn new() -> AsyncIoClock {

@@ -239,6 +239,32 @@ pub use polite_client::metrics;
 #[cfg(feature = "ctrl-c")]
 pub use runtime::cancel_on_ctrl_c;
 pub use runtime::{AsyncIo, Client};
+
+/// polite as a tower layer on async-io (feature `tower`): see
+/// [`polite_client::tower`]. Its waits (backoff, `Retry-After`, the pace)
+/// sleep on async-io timers; no tokio is involved.
+///
+/// ```
+/// let layer = polite_async_io::PoliteLayer::new(polite_async_io::Config::default())?;
+/// assert_eq!(layer.client().config().timeout, std::time::Duration::from_secs(30));
+/// # Ok::<(), polite_async_io::Error>(())
+/// ```
+#[cfg(feature = "tower")]
+pub type PoliteLayer<T = NoTransport> = polite_client::tower::PoliteLayer<AsyncIo, T>;
+/// The service a [`PoliteLayer`] makes over `S` (feature `tower`): see
+/// [`polite_client::tower::PoliteService`].
+///
+/// ```
+/// use tower::Layer;
+/// let layer = polite_async_io::PoliteLayer::new(polite_async_io::Config::default())?;
+/// let service: polite_async_io::PoliteService<()> = layer.layer(());
+/// assert_eq!(service.get_ref(), &());
+/// # Ok::<(), polite_async_io::Error>(())
+/// ```
+#[cfg(feature = "tower")]
+pub type PoliteService<S, T = NoTransport> = polite_client::tower::PoliteService<S, AsyncIo, T>;
+#[cfg(feature = "tower")]
+pub use polite_client::tower::PoliteBody;
 /// rustls, as [`Http1Transport::with_tls`] takes its `ClientConfig`
 /// (feature `tls`): the same version, without a dependency of your own.
 #[cfg(feature = "tls")]

@@ -77,7 +77,7 @@ impl ReqwestTransport {
     /// ```
     /// let http = polite_tokio::ReqwestTransport::default_client().unwrap();
     /// let t = polite_tokio::ReqwestTransport::new(http);
-    /// # drop(t);
+    /// assert_eq!(t.body_limit(), polite_client::DEFAULT_MAX_BODY); // 16 MiB
     /// ```
     pub fn default_client() -> Result<reqwest::Client, reqwest::Error> {
         reqwest::Client::builder()

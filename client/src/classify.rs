@@ -25,8 +25,15 @@ use crate::answer::HttpAnswer;
 ///     (a.0.status() == 200 && a.0.body().starts_with(br#"{"busy":true"#))
 ///         .then_some(RetryClass::ServerError)
 /// });
+/// let answer = |status: u16, body: &'static [u8]| {
+///     let mut r = http::Response::new(bytes::Bytes::from_static(body));
+///     *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
+///     HttpAnswer(r)
+/// };
+/// assert_eq!(busy.class_of(&answer(200, br#"{"busy":true}"#)), Some(RetryClass::ServerError));
+/// assert_eq!(busy.class_of(&answer(200, br#"{"id":7}"#)), None); // the policy's table decides
 /// let config = Config { classify: Some(busy), ..Config::default() };
-/// # drop(config);
+/// assert!(config.classify.is_some());
 /// ```
 #[derive(Clone)]
 pub struct Classifier(Arc<ClassOf>);

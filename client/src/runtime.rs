@@ -127,7 +127,10 @@ pub trait Runtime: 'static {
 ///         })
 ///     }
 /// }
-/// # let _ = NoContent.send(http::Request::new(Bytes::new()), Instant::now());
+///
+/// let mut sending = NoContent.send(http::Request::new(Bytes::new()), Instant::now());
+/// let polled = sending.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+/// assert!(matches!(polled, std::task::Poll::Ready(Ok(r)) if r.status() == 204));
 /// ```
 pub type BoxSending = std::pin::Pin<
     Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'static>,

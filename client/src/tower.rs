@@ -728,8 +728,9 @@ impl<B> PoliteBody<B> {
     /// A body of these bytes.
     ///
     /// ```
+    /// use http_body::Body;
     /// let body = polite_client::tower::PoliteBody::<String>::full(bytes::Bytes::from_static(b"hi"));
-    /// # drop(body);
+    /// assert_eq!(body.size_hint().exact(), Some(2));
     /// ```
     #[must_use]
     pub fn full(bytes: Bytes) -> Self {
@@ -741,8 +742,9 @@ impl<B> PoliteBody<B> {
     /// `body`, streamed through as it is.
     ///
     /// ```
+    /// use http_body::Body;
     /// let body = polite_client::tower::PoliteBody::stream(String::from("hi"));
-    /// # drop(body);
+    /// assert_eq!(body.size_hint().exact(), Some(2)); // the inner body's hint
     /// ```
     #[must_use]
     pub fn stream(body: B) -> Self {

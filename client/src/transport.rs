@@ -42,6 +42,10 @@ use crate::error::TransportError;
 ///         ready(Ok(r))
 ///     }
 /// }
+///
+/// let sending = NoContent.send(http::Request::new(Bytes::new()), Instant::now());
+/// let answer = sending.into_inner().unwrap();
+/// assert_eq!(answer.status(), 204);
 /// ```
 pub trait Transport {
     /// One attempt in progress.

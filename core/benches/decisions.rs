@@ -59,6 +59,25 @@ fn retry_decisions(c: &mut Criterion) {
             BatchSize::SmallInput,
         );
     });
+    // The floor (issue 22): what any retry decision must do at least, by
+    // hand — match the status, bump the attempt count, draw one random
+    // number, scale the capped delay by it (a widening multiply), add it to
+    // an `Instant` — in the same harness (a fresh state per iteration), so
+    // `503_backoff / floor` is polite's price over the minimum.
+    g.bench_function("floor", |b| {
+        b.iter_batched_ref(
+            Floor::new,
+            |f| black_box(f.decide(now, black_box(503), None)),
+            BatchSize::SmallInput,
+        );
+    });
+    g.bench_function("floor_retry_after_seconds", |b| {
+        b.iter_batched_ref(
+            Floor::new,
+            |f| black_box(f.decide(now, black_box(429), Some(black_box(b"2")))),
+            BatchSize::SmallInput,
+        );
+    });
     g.bench_function("200_success", |b| {
         b.iter_batched_ref(
             || in_flight(policy, t0),
@@ -70,6 +89,44 @@ fn retry_decisions(c: &mut Criterion) {
         );
     });
     g.finish();
+}
+
+/// The hand-written floor of a retry decision (see `retry_decisions`).
+struct Floor {
+    attempts: u32,
+    rng: SplitMix64,
+}
+
+impl Floor {
+    fn new() -> Floor {
+        Floor {
+            attempts: 1,
+            rng: SplitMix64::new(7),
+        }
+    }
+
+    /// The instant of the next send, or `None` to stop.
+    fn decide(&mut self, now: Instant, status: u16, retry_after: Option<&[u8]>) -> Option<Instant> {
+        use rand_core::Rng;
+        if !matches!(status, 429 | 500 | 502 | 503 | 504) || self.attempts >= 4 {
+            return None;
+        }
+        self.attempts += 1;
+        if let Some(digits) = retry_after {
+            let mut secs: u64 = 0;
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                secs = secs.saturating_mul(10).saturating_add(u64::from(d - b'0'));
+            }
+            return now.checked_add(Duration::from_secs(secs));
+        }
+        // Full jitter over 250 ms doubling, capped at 4 s, in nanoseconds.
+        let cap: u64 = (250_000_000u64 << (self.attempts - 1)).min(4_000_000_000);
+        let nanos = ((u128::from(self.rng.next_u64()) * u128::from(cap)) >> 64) as u64;
+        now.checked_add(Duration::from_nanos(nanos))
+    }
 }
 
 fn retry_after_parsing(c: &mut Criterion) {
@@ -148,6 +205,15 @@ fn poll_decisions(c: &mut Criterion) {
     let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let pending = polite_core::poll::JobReport::State("running");
     let mut g = c.benchmark_group("poll_decision");
+    // The same floor as `retry_decision/floor`: a pending job's next poll
+    // is one jittered delay on a schedule.
+    g.bench_function("floor", |b| {
+        b.iter_batched_ref(
+            Floor::new,
+            |f| black_box(f.decide(now, black_box(503), None)),
+            BatchSize::SmallInput,
+        );
+    });
     for (name, long_poll_first) in [("pending_long_poll", true), ("pending_backoff", false)] {
         g.bench_function(name, |b| {
             b.iter_batched_ref(
