@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::script::{Input, Invariants, ScriptRunner};
 use crate::{Violation, origin};
-use polite_core::Machine;
+use polite_core::{Machine, Outcome};
 
 /// What an exploration covered.
 ///
@@ -137,12 +137,15 @@ where
     }
     let (trace, settling) = runner.clone().finish_counted()?;
     stats.events += settling;
-    let kind = format!("{:?}", trace.outcome);
-    let kind = kind
-        .split(|c: char| !c.is_alphanumeric())
-        .next()
-        .unwrap_or_default();
-    *stats.outcomes.entry(kind.to_owned()).or_default() += 1;
+    // Counted without formatting or allocating (this runs once per script:
+    // millions of times), but for the first script of each kind.
+    let kind = outcome_kind(&trace.outcome);
+    match stats.outcomes.get_mut(kind) {
+        Some(n) => *n += 1,
+        None => {
+            stats.outcomes.insert(kind.to_owned(), 1);
+        }
+    }
     if left == 0 {
         return Ok(());
     }
@@ -155,6 +158,27 @@ where
         path.pop();
     }
     Ok(())
+}
+
+/// The name of an outcome's kind (`Succeeded`, `TimedOut`, ...).
+fn outcome_kind(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Succeeded { .. } => "Succeeded",
+        Outcome::Terminal { .. } => "Terminal",
+        Outcome::NotRetryable { .. } => "NotRetryable",
+        Outcome::RetriesExhausted { .. } => "RetriesExhausted",
+        Outcome::RetryBudgetExhausted { .. } => "RetryBudgetExhausted",
+        Outcome::RateLimited { .. } => "RateLimited",
+        Outcome::NotReplayable { .. } => "NotReplayable",
+        Outcome::Permanent { .. } => "Permanent",
+        Outcome::TimedOut { .. } => "TimedOut",
+        Outcome::Starved { .. } => "Starved",
+        Outcome::Cancelled => "Cancelled",
+        Outcome::Stale => "Stale",
+        Outcome::BatchDone { .. } => "BatchDone",
+        // An outcome added after this was written.
+        _ => "Other",
+    }
 }
 
 /// Shorthand: [`explore`] from a runner started at [`origin()`].

@@ -687,6 +687,7 @@ pub struct ScriptRunner<M, C> {
     records: Vec<AttemptRecord>,
     notices: Vec<(Instant, Notice)>,
     events: u64,
+    sends: u64,
 }
 
 /// At most this many sends in a row without a wait.
@@ -719,6 +720,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             records: Vec::new(),
             notices: Vec::new(),
             events: 0,
+            sends: 0,
         }
     }
 
@@ -880,7 +882,13 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
     }
 
     /// [`finish`](Self::finish), and how many events it fed.
-    pub(crate) fn finish_counted(mut self) -> Result<(Trace, u64), Violation> {
+    pub(crate) fn finish_counted(self) -> Result<(Trace, u64), Violation> {
+        self.finish_full().map(|(trace, fed, _)| (trace, fed))
+    }
+
+    /// [`finish`](Self::finish), how many events it fed, and how many sends
+    /// the machine made in all.
+    pub(crate) fn finish_full(mut self) -> Result<(Trace, u64, u64), Violation> {
         let before = self.events;
         self.start()?;
         for _ in 0..SETTLE_LIMIT {
@@ -929,6 +937,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
                 ended_at,
             },
             fed,
+            self.sends,
         ))
     }
 
@@ -966,6 +975,25 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
     #[must_use]
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Sends the machine made so far (counted whether or not the runner
+    /// is [recording](Self::recording)).
+    ///
+    /// ```
+    /// use polite_testing::{Input, ScriptRunner, origin};
+    /// # use polite_core::SplitMix64;
+    /// # use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use std::time::Duration;
+    /// # let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #                           SplitMix64::new(1), origin(), Duration::from_secs(30)).unwrap();
+    /// let mut run = ScriptRunner::new(origin(), m, ()).recording(false);
+    /// run.play(&[Input::status(503), Input::Wake]).unwrap();
+    /// assert_eq!(run.sends(), 2); // the first send and one retry
+    /// ```
+    #[must_use]
+    pub fn sends(&self) -> u64 {
+        self.sends
     }
 
     fn wall_now(&self) -> SystemTime {
@@ -1032,7 +1060,10 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
                 });
             }
             match action {
-                Action::Send(plan) => self.flying.push(plan.id),
+                Action::Send(plan) => {
+                    self.sends += 1;
+                    self.flying.push(plan.id);
+                }
                 Action::SleepUntil(t) => {
                     self.wake = Some(t);
                     return self.checker.observe(&self.machine);
