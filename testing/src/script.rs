@@ -676,8 +676,8 @@ pub struct ScriptRunner<M, C> {
     clock: Instant,
     /// The latest instant fed: what the machine takes as "now".
     now: Instant,
-    flying: Vec<SendId>,
-    answered: Vec<SendId>,
+    flying: Ids,
+    answered: Ids,
     wake: Option<Instant>,
     stopped: Option<(Instant, Outcome)>,
     started: bool,
@@ -688,6 +688,64 @@ pub struct ScriptRunner<M, C> {
     notices: Vec<(Instant, Notice)>,
     events: u64,
     sends: u64,
+}
+
+/// Send ids in order, stored inline up to [`Ids::INLINE`] of them (a
+/// single request has at most one in flight, a batch as many as its
+/// concurrency; the runner remembers 16 answered ones), on the heap beyond:
+/// cloning a runner, which the explorer does at every node of its tree,
+/// then allocates nothing.
+#[derive(Clone, Debug, Default)]
+struct Ids {
+    small: [SendId; Ids::INLINE],
+    len: usize,
+    /// All the ids once there are more than `INLINE` (then `len` is 0).
+    spill: Vec<SendId>,
+}
+
+impl Ids {
+    const INLINE: usize = 16;
+
+    fn as_slice(&self) -> &[SendId] {
+        if self.spill.is_empty() {
+            &self.small[..self.len]
+        } else {
+            &self.spill
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push(&mut self, id: SendId) {
+        if self.spill.is_empty() && self.len < Ids::INLINE {
+            self.small[self.len] = id;
+            self.len += 1;
+            return;
+        }
+        if self.spill.is_empty() {
+            self.spill.extend_from_slice(&self.small[..self.len]);
+            self.len = 0;
+        }
+        self.spill.push(id);
+    }
+
+    /// Removes and returns the `i`-th id (`i < len`), keeping the order.
+    fn remove(&mut self, i: usize) -> SendId {
+        if self.spill.is_empty() {
+            let id = self.small[i];
+            self.small.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+            id
+        } else {
+            self.spill.remove(i)
+        }
+    }
 }
 
 /// At most this many sends in a row without a wait.
@@ -709,8 +767,8 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             wall: default_wall_clock(),
             clock: start,
             now: start,
-            flying: Vec::new(),
-            answered: Vec::new(),
+            flying: Ids::default(),
+            answered: Ids::default(),
             wake: None,
             stopped: None,
             started: false,
@@ -791,7 +849,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             Input::Answer(a) => {
                 self.clock = later(self.clock, a.after);
                 let id = if a.late {
-                    pick(&self.answered, a.pick)
+                    pick(self.answered.as_slice(), a.pick)
                 } else {
                     self.take_flying(a.pick)
                 };
@@ -826,7 +884,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
                     item: *item,
                     attempt: *attempt,
                 };
-                if self.flying.contains(&id) {
+                if self.flying.as_slice().contains(&id) {
                     return Ok(());
                 }
                 let r = Response::new(id, *status, self.wall_now());
@@ -895,7 +953,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             if self.stopped.is_some() {
                 break;
             }
-            match (self.settle, self.flying.first().copied()) {
+            match (self.settle, self.flying.as_slice().first().copied()) {
                 (Settle::Answer(status), Some(id)) => {
                     self.flying.remove(0);
                     self.remember(id);
@@ -1124,4 +1182,41 @@ pub fn run_script<M: Machine, C: Invariants<M>>(
     let mut runner = ScriptRunner::new(crate::origin(), machine, checker);
     runner.play(script)?;
     runner.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Ids` keeps the order of a `Vec` through pushes and removals, below
+    /// and above its inline capacity.
+    #[test]
+    fn ids_behave_like_a_vec() {
+        let id = |n: u32| SendId {
+            item: n,
+            attempt: n % 3,
+        };
+        let mut ids = Ids::default();
+        let mut model: Vec<SendId> = Vec::new();
+        let mut n = 0u32;
+        for round in 0..200u32 {
+            if round % 5 == 4 && !model.is_empty() {
+                let i = (round as usize * 7) % model.len();
+                assert_eq!(ids.remove(i), model.remove(i));
+            } else {
+                n += 1;
+                ids.push(id(n));
+                model.push(id(n));
+            }
+            assert_eq!(ids.as_slice(), &model[..]);
+            assert_eq!((ids.len(), ids.is_empty()), (model.len(), model.is_empty()));
+        }
+        assert!(model.len() > Ids::INLINE);
+        while !model.is_empty() {
+            assert_eq!(ids.remove(0), model.remove(0));
+            assert_eq!(ids.as_slice(), &model[..]);
+        }
+        ids.push(id(1));
+        assert_eq!(ids.as_slice(), &[id(1)]);
+    }
 }
