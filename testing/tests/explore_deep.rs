@@ -299,6 +299,22 @@ fn hostile_poll_alphabet() -> [Input; 11] {
 }
 
 fn hostile_poll(what: &str, long_poll_first: bool, timeout: Duration) {
+    hostile_poll_with(
+        what,
+        long_poll_first,
+        timeout,
+        &hostile_poll_alphabet(),
+        HOSTILE_POLL_DEPTH,
+    );
+}
+
+fn hostile_poll_with(
+    what: &str,
+    long_poll_first: bool,
+    timeout: Duration,
+    alphabet: &[Input],
+    depth: usize,
+) {
     let t0 = origin();
     let policy = PollPolicy {
         long_poll_first,
@@ -307,12 +323,25 @@ fn hostile_poll(what: &str, long_poll_first: bool, timeout: Duration) {
     let request = RequestInfo::new(RequestId(7), Method::Get);
     let m = PollMachine::new(policy, request, SplitMix64::new(7), t0, timeout).unwrap();
     let checker = PollChecker::new(&policy, &request, t0 + timeout);
-    run(
-        what,
-        m,
-        checker,
-        &hostile_poll_alphabet(),
-        HOSTILE_POLL_DEPTH,
+    run(what, m, checker, alphabet, depth);
+}
+
+/// Length 8 for the hostile answers themselves: the 11-letter alphabet
+/// without the immediate "running", the wake-if-idle and the cancel.
+#[test]
+fn deep_hostile_poll_answers_length_8() {
+    let all = hostile_poll_alphabet();
+    let alphabet: Vec<Input> = [0, 2, 3, 4, 5, 6, 7, 9]
+        .into_iter()
+        .map(|i| all[i].clone())
+        .collect();
+    assert_eq!(alphabet.len(), 8);
+    hostile_poll_with(
+        "hostile PollMachine answers, long poll first, 40 s",
+        true,
+        Duration::from_secs(40),
+        &alphabet,
+        DEPTH,
     );
 }
 
