@@ -116,9 +116,10 @@ fn hostile_retry_alphabet() -> [Input; 8] {
 }
 
 /// Transport errors of three sorts under a policy that leaves timeouts out
-/// of `retried_transport`: a retried kind (reset), a kind left out
-/// (timeout: ends the request `Permanent` at once), a permanent kind
-/// (certificate: never retried).
+/// of `retried_transport` and puts a permanent kind in: a retried kind
+/// (reset), a kind left out (timeout: ends the request `Permanent` at
+/// once), a permanent kind in the set (certificate: never retried all the
+/// same).
 fn transport_alphabet() -> [Input; 8] {
     [
         Input::status(200),
@@ -188,11 +189,15 @@ fn deep_non_replayable_post() {
 #[test]
 fn deep_retried_transport_kinds() {
     let policy = RetryPolicy {
-        retried_transport: TransportKinds::RETRYABLE.without(TransportErrorKind::Timeout),
+        // Timeouts left out; a permanent kind put in, which must still
+        // never be retried.
+        retried_transport: TransportKinds::RETRYABLE
+            .without(TransportErrorKind::Timeout)
+            .with(TransportErrorKind::Certificate),
         ..RetryPolicy::default()
     };
     let e = retry(
-        "timeouts not retried, GET, 30 s",
+        "timeouts not retried, certificate in the set, GET, 30 s",
         policy,
         RequestInfo::new(RequestId(8), Method::Get),
         Duration::from_secs(30),
