@@ -29,6 +29,7 @@ const RETRY_KINDS: &[&str] = &[
     "RetriesExhausted",
     "TimedOut",
     "Cancelled",
+    "Permanent",
     "Retry-After absent",
     "Retry-After valid, within 60 s",
     "Retry-After valid, saturated",
@@ -48,6 +49,7 @@ const POLL_KINDS: &[&str] = &[
     "RateLimited",
     "TimedOut",
     "Cancelled",
+    "Permanent",
     "Retry-After absent",
     "Retry-After valid, within 60 s",
     "Retry-After valid, saturated",
@@ -96,6 +98,7 @@ fn retry_alphabet() -> Vec<Input> {
             .date("Sun, 06 Nov 1994 08:48:58 GMT"),
         Input::status(503).retry_after("1.5"),
         Input::transport(TransportErrorKind::Reset),
+        Input::transport(TransportErrorKind::Certificate),
         Input::Wake,
         Input::Cancel,
     ]
@@ -118,6 +121,7 @@ fn poll_alphabet() -> Vec<Input> {
             .state("running")
             .retry_after(format!("{}4", "0".repeat(70))),
         Input::status(503).retry_after("99999999999999999999"),
+        Input::transport(TransportErrorKind::Certificate),
         Input::WakeIfIdle,
         Input::Wake,
         Input::Cancel,

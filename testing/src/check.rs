@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use polite_core::{Action, Event, Outcome, RequestInfo, RetryClass, RetryPolicy, SendId};
+use polite_core::{
+    Action, Event, Outcome, RequestInfo, RetryClass, RetryPolicy, SendId, TransportErrorKind,
+};
 
 use crate::oracle;
 use crate::server_time::{self, NotBefore};
@@ -61,7 +63,11 @@ pub(crate) fn unknown(what: &dyn std::fmt::Debug) -> ! {
 /// * `not-replayable`: a non-replayable request is sent at most once;
 /// * `cancel`: after `Cancel` the next action is `Stop(Cancelled)`;
 /// * `late-success`: an answer at or after the deadline ends in `TimedOut`;
-/// * `send-while-in-flight`: a single request never has two sends in flight.
+/// * `send-while-in-flight`: a single request never has two sends in flight;
+/// * `permanent`: a transport error that is permanent (SPEC §2.2's list,
+///   the checker's own table) or of a kind the policy's `retried_transport`
+///   leaves out ends the request at once with `Permanent { cause }`,
+///   whatever the replayability and the budgets.
 ///
 /// The deadline is learnt from the first send's `abort_at` minus the cushion
 /// (or given with [`Checker::deadline`]).
@@ -81,6 +87,8 @@ pub struct Checker {
     /// What the last answer's `Retry-After` asked (the checker's reading).
     asked: Option<Duration>,
     late_answer: bool,
+    /// A transport error that must end the request (`Permanent`).
+    permanent: Option<TransportErrorKind>,
 }
 
 impl Checker {
@@ -101,6 +109,7 @@ impl Checker {
             not_before: None,
             asked: None,
             late_answer: false,
+            permanent: None,
         }
     }
 
@@ -164,7 +173,7 @@ impl Checker {
                     self.not_before = Some(NotBefore::after(now, d, self.policy.retry_after.min));
                 }
             }
-            Event::TransportError(id, _) => {
+            Event::TransportError(id, kind) => {
                 if !answered(id, self) {
                     return;
                 }
@@ -172,8 +181,13 @@ impl Checker {
                 if self.deadline.is_some_and(|d| now >= d) {
                     self.late_answer = true;
                 }
-                self.last_class = Some(RetryClass::Transport);
                 self.asked = None;
+                if oracle::transport_retried(&self.policy, *kind) {
+                    self.last_class = Some(RetryClass::Transport);
+                } else {
+                    self.last_class = None;
+                    self.permanent = Some(*kind);
+                }
             }
             other => unknown(other),
         }
@@ -201,6 +215,15 @@ impl Checker {
             return violation(
                 "late-success",
                 format!("{action:?} after an answer at/after the deadline"),
+            );
+        }
+        if let Some(cause) = self.permanent.take()
+            && !self.late_answer
+            && *action != Action::Stop(Outcome::Permanent { cause })
+        {
+            return violation(
+                "permanent",
+                format!("{action:?} after a {cause:?} transport error, which is not retried"),
             );
         }
         match *action {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::script::{Input, Invariants, ScriptRunner};
 use crate::{Violation, origin};
-use polite_core::Machine;
+use polite_core::{Machine, Outcome};
 
 /// What an exploration covered.
 ///
@@ -105,13 +105,13 @@ where
         violation,
     };
     runner.start().map_err(|v| fail(&path, v))?;
-    if let Err(v) = walk(&runner, alphabet, depth, &mut path, &mut stats) {
+    if let Err(v) = walk(runner.clone(), alphabet, depth, &mut path, &mut stats) {
         // Depth first found *a* counterexample of length `path.len()`;
         // look for a shorter one, length by length.
         for shorter in 0..path.len() {
             let mut p = Vec::with_capacity(shorter);
             let mut s = Exploration::default();
-            if let Err(v) = walk(&runner, alphabet, shorter, &mut p, &mut s) {
+            if let Err(v) = walk(runner.clone(), alphabet, shorter, &mut p, &mut s) {
                 return Err(fail(&p, v));
             }
         }
@@ -121,7 +121,7 @@ where
 }
 
 fn walk<M, C>(
-    runner: &ScriptRunner<M, C>,
+    runner: ScriptRunner<M, C>,
     alphabet: &[Input],
     left: usize,
     path: &mut Vec<usize>,
@@ -133,28 +133,59 @@ where
 {
     stats.scripts += 1;
     if left == 0 {
+        // A leaf: settle the runner itself (no copy: the leaves are most of
+        // the tree, 7 in 8 of its nodes for an alphabet of 8).
         stats.full_length += 1;
-    }
-    let (trace, settling) = runner.clone().finish_counted()?;
-    stats.events += settling;
-    let kind = format!("{:?}", trace.outcome);
-    let kind = kind
-        .split(|c: char| !c.is_alphanumeric())
-        .next()
-        .unwrap_or_default();
-    *stats.outcomes.entry(kind.to_owned()).or_default() += 1;
-    if left == 0 {
+        let (trace, settling) = runner.finish_counted()?;
+        count(stats, &trace.outcome, settling);
         return Ok(());
     }
+    let (trace, settling) = runner.clone().finish_counted()?;
+    count(stats, &trace.outcome, settling);
     for (i, input) in alphabet.iter().enumerate() {
         let mut next = runner.clone();
         path.push(i);
         next.step(input)?;
         stats.events += next.events() - runner.events();
-        walk(&next, alphabet, left - 1, path, stats)?;
+        walk(next, alphabet, left - 1, path, stats)?;
         path.pop();
     }
     Ok(())
+}
+
+/// Counts a settled script: its settling events and its outcome's kind
+/// (without formatting or allocating: this runs once per script, millions
+/// of times, but for the first script of each kind).
+fn count(stats: &mut Exploration, outcome: &Outcome, settling: u64) {
+    stats.events += settling;
+    let kind = outcome_kind(outcome);
+    match stats.outcomes.get_mut(kind) {
+        Some(n) => *n += 1,
+        None => {
+            stats.outcomes.insert(kind.to_owned(), 1);
+        }
+    }
+}
+
+/// The name of an outcome's kind (`Succeeded`, `TimedOut`, ...).
+fn outcome_kind(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Succeeded { .. } => "Succeeded",
+        Outcome::Terminal { .. } => "Terminal",
+        Outcome::NotRetryable { .. } => "NotRetryable",
+        Outcome::RetriesExhausted { .. } => "RetriesExhausted",
+        Outcome::RetryBudgetExhausted { .. } => "RetryBudgetExhausted",
+        Outcome::RateLimited { .. } => "RateLimited",
+        Outcome::NotReplayable { .. } => "NotReplayable",
+        Outcome::Permanent { .. } => "Permanent",
+        Outcome::TimedOut { .. } => "TimedOut",
+        Outcome::Starved { .. } => "Starved",
+        Outcome::Cancelled => "Cancelled",
+        Outcome::Stale => "Stale",
+        Outcome::BatchDone { .. } => "BatchDone",
+        // An outcome added after this was written.
+        _ => "Other",
+    }
 }
 
 /// Shorthand: [`explore`] from a runner started at [`origin()`].

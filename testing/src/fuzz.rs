@@ -35,7 +35,7 @@ use crate::{
 };
 use polite_core::budget::{RetryBucket, RetryCosts};
 use polite_core::pace::Unpaced;
-use polite_core::policy::{BackoffExponent, Jitter, MaxRetries, StatusSet};
+use polite_core::policy::{BackoffExponent, Jitter, MaxRetries, StatusSet, TransportKinds};
 use polite_core::{
     Action, BatchMachine, BatchPolicy, Event, Method, Paced, PollMachine, PollPolicy, RateThrottle,
     RequestId, RequestInfo, Response, RetryClass, RetryMachine, RetryPolicy, SplitMix64,
@@ -198,8 +198,8 @@ fn status(u: U<'_, '_>) -> u16 {
 }
 
 /// An IMF-fixdate `secs` after the epoch (clamped below the year 10000).
-fn imf(secs: u64) -> String {
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs.min(MAX_DATE_SECS)))
+fn imf(secs: u64) -> Vec<u8> {
+    form(secs, 0).bytes().to_vec()
 }
 
 /// The last second `httpdate` can format: 9999-12-31 23:59:59.
@@ -211,16 +211,110 @@ fn wall_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The same instant's seconds field set to `60`: the leap second after
-/// `hh:mm:59` of that minute (the three forms end their `hh:mm:ss` with a
-/// space).
-fn leap(date: &str) -> String {
-    match date.find(':') {
-        Some(i) if date.len() >= i + 6 => {
-            format!("{}60{}", &date[..i + 4], &date[i + 6..])
-        }
-        _ => date.to_owned(),
+/// One HTTP-date form of an instant, in a buffer on the stack: the fuzz
+/// targets build dates for every input, and a heap `String` per form (three
+/// forms, three times per input) was a measurable share of their time.
+#[derive(Clone, Copy)]
+struct Form {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Form {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
+
+    fn push(&mut self, part: &[u8]) {
+        self.buf[self.len..self.len + part.len()].copy_from_slice(part);
+        self.len += part.len();
+    }
+
+    fn of(parts: &[&[u8]]) -> Form {
+        let mut f = Form {
+            buf: [0; 40],
+            len: 0,
+        };
+        for p in parts {
+            f.push(p);
+        }
+        f
+    }
+
+    /// The same instant's seconds field set to `60`: the leap second after
+    /// `hh:mm:59` of that minute (the three forms end their `hh:mm:ss` with
+    /// a space).
+    fn leap(mut self) -> Form {
+        if let Some(i) = self.bytes().iter().position(|b| *b == b':')
+            && self.len >= i + 6
+        {
+            self.buf[i + 4..i + 6].copy_from_slice(b"60");
+        }
+        self
+    }
+
+    /// The same value wrapped in whitespace (` \t{form} `).
+    fn padded(self) -> Form {
+        Form::of(&[b" \t", self.bytes(), b" "])
+    }
+}
+
+impl std::fmt::Debug for Form {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.bytes()))
+    }
+}
+
+/// Form `i` (0: IMF-fixdate, 1: RFC 850, 2: asctime) of an instant.
+fn form(secs: u64, i: usize) -> Form {
+    forms(secs)[i.min(2)]
+}
+
+/// The IMF-fixdate, RFC 850 and asctime forms of an instant: `httpdate`
+/// writes the IMF-fixdate (an independent writer: the oracle reads dates
+/// with its own code), the other two are its fields rearranged.
+fn forms(secs: u64) -> [Form; 3] {
+    use std::io::Write as _;
+    let at = UNIX_EPOCH + Duration::from_secs(secs.min(MAX_DATE_SECS));
+    let mut fixdate = Form {
+        buf: [0; 40],
+        len: 0,
+    };
+    let mut w = &mut fixdate.buf[..];
+    // 29 bytes always fit in 40.
+    let _ = write!(w, "{}", httpdate::HttpDate::from(at));
+    fixdate.len = 40 - w.len();
+    // "Sun, 06 Nov 1994 08:49:37 GMT"
+    let b = fixdate.bytes();
+    let (wd, day, mon, year, time) = (&b[0..3], &b[5..7], &b[8..11], &b[12..16], &b[17..25]);
+    let long: &[u8] = match wd {
+        b"Mon" => b"Monday",
+        b"Tue" => b"Tuesday",
+        b"Wed" => b"Wednesday",
+        b"Thu" => b"Thursday",
+        b"Fri" => b"Friday",
+        b"Sat" => b"Saturday",
+        _ => b"Sunday",
+    };
+    let rfc850 = Form::of(&[
+        long,
+        b", ",
+        day,
+        b"-",
+        mon,
+        b"-",
+        &year[2..],
+        b" ",
+        time,
+        b" GMT",
+    ]);
+    let day_sp: [u8; 2] = if day[0] == b'0' {
+        [b' ', day[1]]
+    } else {
+        [day[0], day[1]]
+    };
+    let asctime = Form::of(&[wd, b" ", mon, b" ", &day_sp, b" ", time, b" ", year]);
+    [fixdate, rfc850, asctime]
 }
 
 /// Hostile delta-seconds: overflowing 64 bits, zero-padded past any length
@@ -242,17 +336,20 @@ fn header(u: U<'_, '_>) -> Vec<u8> {
     let near = |u: U<'_, '_>| wall_secs() + int(u, 0..=400) - 100;
     match int(u, 0..=13) {
         12 => hostile_digits(u),
-        13 => leap(&forms(near(u))[int(u, 0..=2) as usize]).into_bytes(),
+        13 => form(near(u), int(u, 0..=2) as usize)
+            .leap()
+            .bytes()
+            .to_vec(),
         0 | 1 => int(u, 0..=5).to_string().into_bytes(),
         2 => int(u, 0..=400).to_string().into_bytes(),
         3 => pick(u, &["59", "60", "61", "300", "301", "86400"]).into(),
         // Any of the three date forms (RFC 850 and asctime too), some
         // wrapped in whitespace.
         4 | 5 => {
-            let d = forms(near(u))[int(u, 0..=2) as usize].clone();
+            let d = form(near(u), int(u, 0..=2) as usize);
             match int(u, 0..=3) {
-                0 => format!(" \t{d} ").into_bytes(),
-                _ => d.into_bytes(),
+                0 => d.padded().bytes().to_vec(),
+                _ => d.bytes().to_vec(),
             }
         }
         6 => pick(
@@ -340,19 +437,35 @@ fn rate_header(u: U<'_, '_>) -> (String, Vec<u8>) {
     (name.to_owned(), value)
 }
 
-fn transport_kind(u: U<'_, '_>) -> TransportErrorKind {
-    pick(
-        u,
-        &[
-            TransportErrorKind::Refused,
-            TransportErrorKind::Reset,
-            TransportErrorKind::Dns,
-            TransportErrorKind::Timeout,
-            TransportErrorKind::Aborted,
-            TransportErrorKind::Tls,
-            TransportErrorKind::Other,
-        ],
-    )
+/// A transport error kind: mostly the seven that are retried by default,
+/// sometimes a permanent one (a script for a batch: only the former).
+fn transport_kind(u: U<'_, '_>, flavour: Flavour) -> TransportErrorKind {
+    let all = TransportErrorKind::ALL;
+    if flavour != Flavour::Batch && int(u, 0..=3) == 0 {
+        pick(u, &all)
+    } else {
+        pick(u, &all[..7])
+    }
+}
+
+/// The policy's `retried_transport`: mostly the default, sometimes none,
+/// sometimes any subset of every kind (permanent ones included: putting
+/// them in the set must not make them retried).
+fn transport_kinds(u: U<'_, '_>) -> TransportKinds {
+    match int(u, 0..=3) {
+        0 => TransportKinds::NONE,
+        1 => {
+            let bits = int(u, 0..=(1 << TransportErrorKind::ALL.len()) - 1);
+            let mut set = TransportKinds::NONE;
+            for (i, k) in TransportErrorKind::ALL.into_iter().enumerate() {
+                if bits & (1 << i) != 0 {
+                    set = set.with(k);
+                }
+            }
+            set
+        }
+        _ => TransportKinds::RETRYABLE,
+    }
 }
 
 /// Which machine a script is for: what its answers carry.
@@ -428,7 +541,7 @@ fn input(u: U<'_, '_>, flavour: Flavour) -> Input {
         0..=13 => answer(u, flavour, false),
         14 | 15 => answer(u, flavour, true),
         16..=18 => Input::Transport {
-            kind: transport_kind(u),
+            kind: transport_kind(u, flavour),
             pick: int(u, 0..=15) as u32,
             after: millis(u),
         },
@@ -459,7 +572,9 @@ fn input(u: U<'_, '_>, flavour: Flavour) -> Input {
 const MAX_SCRIPT: usize = 64;
 
 fn script(u: U<'_, '_>, flavour: Flavour) -> Vec<Input> {
-    let mut script = Vec::new();
+    // Sized once (an input takes at least one byte): no reallocation and
+    // copying of inputs as the script grows.
+    let mut script = Vec::with_capacity(u.len().min(MAX_SCRIPT));
     while !u.is_empty() && script.len() < MAX_SCRIPT {
         script.push(input(u, flavour));
     }
@@ -585,8 +700,10 @@ pub struct RetryCase {
 impl Case for RetryCase {
     fn decode(data: &[u8]) -> RetryCase {
         let u = &mut Unstructured::new(data);
+        let mut policy = retry_policy(u);
+        policy.retried_transport = transport_kinds(u);
         RetryCase {
-            policy: retry_policy(u),
+            policy,
             request: request(u),
             seed: u.arbitrary().unwrap_or(0),
             timeout: timeout(u),
@@ -597,7 +714,7 @@ impl Case for RetryCase {
     }
 
     fn check(&self) -> Result<(), Violation> {
-        self.trace().map(drop)
+        self.run(false).map(drop)
     }
 }
 
@@ -616,6 +733,13 @@ impl RetryCase {
     /// assert!(trace.steps.last().is_some());
     /// ```
     pub fn trace(&self) -> Result<Trace, Violation> {
+        self.run(true).map(|(trace, _)| trace)
+    }
+
+    /// Plays the case (recording the trace or not: the fuzz target does
+    /// not, to spend no allocation per step) and checks it; the trace and
+    /// the number of sends.
+    fn run(&self, recording: bool) -> Result<(Trace, u64), Violation> {
         let t0 = origin();
         let m = RetryMachine::new(
             self.policy,
@@ -631,26 +755,29 @@ impl RetryCase {
         // The checker's deadline is the case's own `t0 + timeout`, never the
         // machine's word for it.
         let checker = Checker::for_retry(&self.policy, &self.request).deadline(t0 + self.timeout);
-        let trace = match self.bucket {
+        let (trace, _, sends) = match self.bucket {
             None => {
-                let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
+                let mut run = ScriptRunner::new(t0, m, checker)
+                    .settle(self.settle)
+                    .recording(recording);
                 run.play(&self.script)?;
-                run.finish()?
+                run.finish_full()?
             }
             Some((capacity, tokens)) => {
                 let bucket = RetryBucket::new(capacity, RetryCosts::default()).with_tokens(tokens);
                 let m = m.with_budget(bucket);
-                let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
+                let mut run = ScriptRunner::new(t0, m, checker)
+                    .settle(self.settle)
+                    .recording(recording);
                 run.play(&self.script)?;
-                run.finish()?
+                run.finish_full()?
             }
         };
-        let sends = trace.sends().count() as u32;
         let b = self.policy.max_retries;
-        if sends > 1 + b.rate_limited + b.server_error + b.transport {
+        if sends > 1 + u64::from(b.rate_limited + b.server_error + b.transport) {
             violation("retry-budget", format!("{sends} sends in all"))?;
         }
-        Ok(trace)
+        Ok((trace, sends))
     }
 }
 
@@ -676,6 +803,14 @@ pub struct PollCase {
     pub script: Vec<Input>,
 }
 
+/// `PollPolicy::default()`, built once: its terminal-state set is filled
+/// name by name, 2 % of the `poll_script` target's time when built per
+/// input.
+fn default_poll_policy() -> PollPolicy {
+    static DEFAULT: std::sync::OnceLock<PollPolicy> = std::sync::OnceLock::new();
+    *DEFAULT.get_or_init(PollPolicy::default)
+}
+
 impl Case for PollCase {
     fn decode(data: &[u8]) -> PollCase {
         let u = &mut Unstructured::new(data);
@@ -684,12 +819,13 @@ impl Case for PollCase {
             long_poll_first: int(u, 0..=4) > 0,
             max_long_poll: Duration::from_secs(int(u, 1..=40)),
             min_long_poll_interval: Duration::from_millis(pick(u, &[1_000, 0, 10, 2_000])),
-            ..PollPolicy::default()
+            ..default_poll_policy()
         };
         policy.backoff.jitter = jitter(u);
         policy.backoff.base = Duration::from_millis(int(u, 1..=3_000));
         policy.backoff.multiplier = int(u, 1..=3) as u32;
         policy.backoff.cap = policy.backoff.base.max(Duration::from_secs(15));
+        policy.retry.retried_transport = transport_kinds(u);
         PollCase {
             policy,
             request: request(u),
@@ -704,7 +840,7 @@ impl Case for PollCase {
     }
 
     fn check(&self) -> Result<(), Violation> {
-        self.trace().map(drop)
+        self.play(false).map(drop)
     }
 }
 
@@ -723,6 +859,12 @@ impl PollCase {
     /// assert!(trace.steps.last().is_some());
     /// ```
     pub fn trace(&self) -> Result<Trace, Violation> {
+        self.play(true)
+    }
+
+    /// Plays the case, recording the trace or not (the fuzz target does
+    /// not: no allocation per step).
+    fn play(&self, recording: bool) -> Result<Trace, Violation> {
         let t0 = origin();
         let m = PollMachine::new(
             self.policy,
@@ -736,7 +878,9 @@ impl PollCase {
             detail: e.to_string(),
         })?;
         let checker = PollChecker::new(&self.policy, &self.request, t0 + self.timeout);
-        let mut run = ScriptRunner::new(t0, m, checker).settle(self.settle);
+        let mut run = ScriptRunner::new(t0, m, checker)
+            .settle(self.settle)
+            .recording(recording);
         run.play(&self.script)?;
         run.finish()
     }
@@ -993,7 +1137,7 @@ where
     M: polite_core::Machine,
     C: Invariants<M>,
 {
-    let mut run = ScriptRunner::new(t0, b, c).settle(settle);
+    let mut run = ScriptRunner::new(t0, b, c).settle(settle).recording(false);
     run.play(script)?;
     run.finish().map(drop)
 }
@@ -1070,20 +1214,26 @@ impl Case for HeaderCase {
             0 => None,
             1 => Some(imf(wall_secs)),
             2 => Some(imf(round_trip_secs.saturating_sub(int(u, 0..=400)))),
-            _ => Some(String::from_utf8_lossy(&bytes(u, 40)).into_owned()),
-        }
-        .map(String::into_bytes);
+            _ => Some(
+                String::from_utf8_lossy(&bytes(u, 40))
+                    .into_owned()
+                    .into_bytes(),
+            ),
+        };
         let value = match int(u, 0..=9) {
             8 => hostile_digits(u),
-            9 => leap(&forms(round_trip_secs)[int(u, 0..=2) as usize]).into_bytes(),
-            0 => forms(round_trip_secs)[0].clone().into_bytes(),
-            1 => forms(round_trip_secs)[1].clone().into_bytes(),
-            2 => forms(round_trip_secs)[2].clone().into_bytes(),
+            9 => form(round_trip_secs, int(u, 0..=2) as usize)
+                .leap()
+                .bytes()
+                .to_vec(),
+            0 => imf(round_trip_secs),
+            1 => form(round_trip_secs, 1).bytes().to_vec(),
+            2 => form(round_trip_secs, 2).bytes().to_vec(),
             3 => {
                 // A date with one byte changed.
-                let mut v = forms(round_trip_secs)[int(u, 0..=2) as usize]
-                    .clone()
-                    .into_bytes();
+                let mut v = form(round_trip_secs, int(u, 0..=2) as usize)
+                    .bytes()
+                    .to_vec();
                 let i = int(u, 0..=v.len() as u64 - 1) as usize;
                 v[i] = u.arbitrary().unwrap_or(b' ');
                 v
@@ -1103,88 +1253,100 @@ impl Case for HeaderCase {
 
     fn check(&self) -> Result<(), Violation> {
         let wall = UNIX_EPOCH + Duration::from_secs(self.wall_secs);
-        check_retry_after(&self.value, self.date.as_deref(), wall)?;
+        let mut reading = Reading::new(self.date.as_deref(), wall);
+        let _ = check_retry_after(&self.value, &mut reading)?;
         // Round trip: every form of the instant parses back to it, with or
-        // without surrounding whitespace.
+        // without surrounding whitespace. The forms are built once (and
+        // the leap-second forms from them: the same minute, seconds `60`).
         let at = UNIX_EPOCH + Duration::from_secs(self.round_trip_secs.min(MAX_DATE_SECS));
-        let year = httpdate_year(&forms(self.round_trip_secs)[0]);
-        for (i, form) in forms(self.round_trip_secs).iter().enumerate() {
+        let forms = forms(self.round_trip_secs);
+        let year = httpdate_year(forms[0].bytes());
+        for (i, form) in forms.iter().enumerate() {
             if i == 1 && !(1970..=2069).contains(&year) {
                 continue; // two-digit years name 1970..=2069 only
             }
-            for v in [form.clone(), format!(" \t{form} ")] {
-                let got = RetryAfter::parse(v.as_bytes());
+            for v in [*form, form.padded()] {
+                let got = check_retry_after(v.bytes(), &mut reading)?;
                 if got != Ok(RetryAfter::At(at)) {
                     return violation("date-round-trip", format!("{v:?} parsed as {got:?}"));
                 }
-                check_retry_after(v.as_bytes(), self.date.as_deref(), wall)?;
             }
         }
         // A leap second: `hh:mm:60` is one second after `hh:mm:59`, in
         // every form, as a Retry-After and as a Date.
         let s59 = self.round_trip_secs.min(MAX_DATE_SECS - 1) / 60 * 60 + 59;
         let after = UNIX_EPOCH + Duration::from_secs(s59 + 1);
-        for (i, form) in forms(s59).iter().enumerate() {
+        for (i, form) in forms.iter().enumerate() {
             if i == 1 && !(1970..=2069).contains(&year) {
                 continue;
             }
-            let v = leap(form);
-            let got = RetryAfter::parse(v.as_bytes());
+            let v = form.leap();
+            let mut as_date = Reading::new(Some(v.bytes()), wall);
+            let got = check_retry_after(v.bytes(), &mut as_date)?;
             if got != Ok(RetryAfter::At(after)) {
                 return violation("leap-second", format!("{v:?} parsed as {got:?}"));
             }
-            let d = RetryAfter::At(after + Duration::from_secs(5)).delay(Some(v.as_bytes()), wall);
+            let d = RetryAfter::At(after + Duration::from_secs(5)).delay(Some(v.bytes()), wall);
             if d != Duration::from_secs(5) {
                 return violation(
                     "leap-second",
                     format!("Date {v:?}: delay {d:?}, expected 5s"),
                 );
             }
-            check_retry_after(v.as_bytes(), Some(v.as_bytes()), wall)?;
         }
         Ok(())
     }
 }
 
 /// The year of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
-fn httpdate_year(imf: &str) -> u32 {
+fn httpdate_year(imf: &[u8]) -> u32 {
     imf.get(12..16)
+        .and_then(|y| std::str::from_utf8(y).ok())
         .and_then(|y| y.parse().ok())
         .unwrap_or_default()
 }
 
-/// The IMF-fixdate, RFC 850 and asctime forms of an instant.
-fn forms(secs: u64) -> [String; 3] {
-    let fixdate = imf(secs);
-    // "Sun, 06 Nov 1994 08:49:37 GMT"
-    let (wd, day, mon, year, time) = (
-        &fixdate[0..3],
-        &fixdate[5..7],
-        &fixdate[8..11],
-        &fixdate[12..16],
-        &fixdate[17..25],
-    );
-    let long = match wd {
-        "Mon" => "Monday",
-        "Tue" => "Tuesday",
-        "Wed" => "Wednesday",
-        "Thu" => "Thursday",
-        "Fri" => "Friday",
-        "Sat" => "Saturday",
-        _ => "Sunday",
-    };
-    let rfc850 = format!("{long}, {day}-{mon}-{} {time} GMT", &year[2..]);
-    let day_sp = day
-        .strip_prefix('0')
-        .map_or(day.to_owned(), |d| format!(" {d}"));
-    let asctime = format!("{wd} {mon} {day_sp} {time} {year}");
-    [fixdate, rfc850, asctime]
+/// The context a `Retry-After` value is judged in: the raw `Date` header
+/// and the wall clock, with the oracle's reading of the `Date` done once
+/// (`server_time`, the checkers' own HTTP-date reader), and the last delay
+/// the implementation gave for a parsed value under this context.
+struct Reading<'a> {
+    date: Option<&'a [u8]>,
+    wall: SystemTime,
+    /// What the oracle measures a date against: the valid `Date`, else the
+    /// wall clock.
+    base: SystemTime,
+    /// `RetryAfter::delay(date, wall)` for one parsed value, already
+    /// checked against the oracle: the same pure call with the same
+    /// arguments (the round trip parses six spellings of one instant) is
+    /// not checked again.
+    checked: Option<(RetryAfter, Duration)>,
+}
+
+impl<'a> Reading<'a> {
+    fn new(date: Option<&'a [u8]>, wall: SystemTime) -> Reading<'a> {
+        let base = date
+            .map(server_time::trim)
+            .and_then(server_time::http_date)
+            .unwrap_or(wall);
+        Reading {
+            date,
+            wall,
+            base,
+            checked: None,
+        }
+    }
 }
 
 /// The rules of SPEC §2.1 for one value, against an independent reading
 /// (the checkers' own digit scanner and HTTP-date reader, `server_time`,
 /// which shares no code with `polite_core::retry_after` nor uses `httpdate`).
-fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Result<(), Violation> {
+/// Returns what `RetryAfter::parse` made of the value.
+fn check_retry_after(
+    value: &[u8],
+    reading: &mut Reading<'_>,
+) -> Result<Result<RetryAfter, RetryAfterError>, Violation> {
+    let (date, wall) = (reading.date, reading.wall);
     let parsed = RetryAfter::parse(value);
     let t = server_time::trim(value);
     let fail = |rule, detail: String| {
@@ -1194,7 +1356,6 @@ fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Res
         )
     };
     let digits = server_time::delta_seconds(t);
-    let as_date = server_time::http_date(t);
     // SPEC §2.1: any all-digit value is valid delta-seconds, saturating
     // when it overflows (leading zeros are digits, of any length); only a
     // value that is not all digits can be too long.
@@ -1204,45 +1365,45 @@ fn check_retry_after(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Res
         Ok(RetryAfter::Delay(Duration::from_secs(n)))
     } else if t.len() > 64 {
         Err(RetryAfterError::TooLong)
-    } else if let Some(at) = as_date {
+    } else if let Some(at) = server_time::http_date(t) {
         Ok(RetryAfter::At(at))
     } else {
         Err(RetryAfterError::Malformed)
     };
     if parsed != want {
-        return fail(
+        fail(
             "retry-after-parse",
             format!("{parsed:?}, expected {want:?}"),
-        );
+        )?;
     }
     if let Ok(RetryAfter::Delay(d)) = parsed
         && (digits.is_none() || d.subsec_nanos() != 0)
     {
-        return fail("retry-after-invalid-not-zero", format!("{parsed:?}"));
+        fail("retry-after-invalid-not-zero", format!("{parsed:?}"))?;
     }
     // The delay: a date against a valid Date header, else the wall clock;
     // a date in the past is zero.
-    if let Ok(ra) = parsed {
-        let got = ra.delay(date, wall);
-        let want = match ra {
-            RetryAfter::Delay(d) => d,
-            RetryAfter::At(at) => {
-                let base = date
-                    .map(server_time::trim)
-                    .and_then(server_time::http_date)
-                    .unwrap_or(wall);
-                at.duration_since(base).unwrap_or_default()
+    let delay = match (parsed, reading.checked) {
+        (Ok(ra), Some((seen, d))) if seen == ra => Some(d),
+        (Ok(ra), _) => {
+            let got = ra.delay(date, wall);
+            let want = match ra {
+                RetryAfter::Delay(d) => d,
+                RetryAfter::At(at) => at.duration_since(reading.base).unwrap_or_default(),
+            };
+            if got != want {
+                fail("retry-after-delay", format!("{got:?}, expected {want:?}"))?;
             }
-        };
-        if got != want {
-            return fail("retry-after-delay", format!("{got:?}, expected {want:?}"));
+            reading.checked = Some((ra, got));
+            Some(got)
         }
-    }
+        (Err(_), _) => None,
+    };
     let sd = retry_after::server_delay(value, date, wall);
-    if sd != parsed.map(|r| r.delay(date, wall)) {
-        return fail("server-delay", format!("{sd:?} for {parsed:?}"));
+    if sd != parsed.map(|_| delay.unwrap_or_default()) {
+        fail("server-delay", format!("{sd:?} for {parsed:?}"))?;
     }
-    Ok(())
+    Ok(parsed)
 }
 
 // ---------------------------------------------------------------------------

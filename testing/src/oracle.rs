@@ -4,17 +4,22 @@
 //! (`RetryPolicy::class_of_response`, `MaxRetries::of`,
 //! `polite_core::backoff`).
 //!
-//! One helper is shared with polite-core on purpose: [`StatusSet::contains`]
-//! (`polite_core::policy::StatusSet`), the membership test of the policy's
-//! own status sets, which is the policy's data rather than its logic; the
-//! table-driven tests below pin it to SPEC §2's table.
+//! Two helpers are shared with polite-core on purpose: [`StatusSet::contains`]
+//! (`polite_core::policy::StatusSet`) and [`TransportKinds::contains`]
+//! (`polite_core::policy::TransportKinds`), the membership tests of the
+//! policy's own sets, which are the policy's data rather than its logic;
+//! the table-driven tests below pin them to SPEC §2's table and to the
+//! sets' documented meaning. Which transport errors are permanent is this
+//! module's own table (SPEC §2.2's list), never
+//! `TransportErrorKind::is_permanent`.
 //!
 //! [`StatusSet::contains`]: polite_core::policy::StatusSet::contains
+//! [`TransportKinds::contains`]: polite_core::policy::TransportKinds::contains
 
 use std::time::Duration;
 
 use polite_core::policy::{Backoff, Jitter};
-use polite_core::{Response, RetryClass, RetryPolicy};
+use polite_core::{Response, RetryClass, RetryPolicy, TransportErrorKind};
 
 /// The retry class of an answer, by SPEC §2: the caller's classification
 /// wins for a final status (`200..=599`); else a status in the policy's
@@ -34,6 +39,37 @@ pub(crate) fn class_of(policy: &RetryPolicy, r: &Response<'_>) -> Option<RetryCl
     } else {
         None
     }
+}
+
+/// Whether a send that failed with this transport error kind can never
+/// succeed by repeating it, by SPEC §2.2's list: a body over the limit, too
+/// many redirects, a redirect that would need an unreplayable body, a
+/// rejected TLS certificate, an invalid request.
+pub(crate) fn permanent(kind: TransportErrorKind) -> bool {
+    match kind {
+        TransportErrorKind::BodyTooLarge
+        | TransportErrorKind::TooManyRedirects
+        | TransportErrorKind::RedirectNotReplayable
+        | TransportErrorKind::Certificate
+        | TransportErrorKind::InvalidRequest => true,
+        TransportErrorKind::Refused
+        | TransportErrorKind::Reset
+        | TransportErrorKind::Dns
+        | TransportErrorKind::Timeout
+        | TransportErrorKind::Aborted
+        | TransportErrorKind::Tls
+        | TransportErrorKind::Other => false,
+        other => crate::unknown(&other),
+    }
+}
+
+/// Whether a transport error of this kind is retried (class `Transport`):
+/// never when it is permanent, else when the policy's
+/// `retried_transport` set holds it. A kind that is not retried ends the
+/// request at its first occurrence with `Outcome::Permanent { cause }`,
+/// whatever the replayability and the budgets.
+pub(crate) fn transport_retried(policy: &RetryPolicy, kind: TransportErrorKind) -> bool {
+    !permanent(kind) && policy.retried_transport.contains(kind)
 }
 
 /// The retry budget of a class, read field by field.
@@ -122,6 +158,50 @@ mod tests {
                 None
             ]
         );
+    }
+
+    /// SPEC §2.2's permanent transport errors, and the policy's set: by
+    /// default every other kind is retried; a kind left out of the set is
+    /// not; a permanent kind put in the set is still not.
+    #[test]
+    fn transport_kinds_are_specs() {
+        use TransportErrorKind as K;
+        use polite_core::policy::TransportKinds;
+        let permanent_by_spec = [
+            K::BodyTooLarge,
+            K::TooManyRedirects,
+            K::RedirectNotReplayable,
+            K::Certificate,
+            K::InvalidRequest,
+        ];
+        let p = RetryPolicy::default();
+        for k in K::ALL {
+            let listed = permanent_by_spec.contains(&k);
+            assert_eq!(permanent(k), listed, "{k:?}");
+            assert_eq!(transport_retried(&p, k), !listed, "{k:?} by default");
+            // The shared membership test means what its docs say.
+            let none = RetryPolicy {
+                retried_transport: TransportKinds::NONE,
+                ..RetryPolicy::default()
+            };
+            assert!(!transport_retried(&none, k), "{k:?} with no kind retried");
+            let only = RetryPolicy {
+                retried_transport: TransportKinds::NONE.with(k),
+                ..RetryPolicy::default()
+            };
+            assert_eq!(transport_retried(&only, k), !listed, "{k:?} alone");
+            for other in K::ALL.into_iter().filter(|o| *o != k) {
+                assert!(
+                    !transport_retried(&only, other),
+                    "{other:?} with only {k:?}"
+                );
+            }
+            let without = RetryPolicy {
+                retried_transport: TransportKinds::of(&K::ALL).without(k),
+                ..RetryPolicy::default()
+            };
+            assert!(!transport_retried(&without, k), "{k:?} left out");
+        }
     }
 
     /// SPEC §2's default budgets: 3 for rate-limited, 4 for server and

@@ -74,7 +74,10 @@ enum Expect {
 /// * `cancel`, `late-answer`, `terminal`, `stale`, `no-report`: after a
 ///   cancel, an answer at or after the deadline, a terminal state, an answer
 ///   for another session generation, or a success without a job report, the
-///   next action is the matching `Stop`.
+///   next action is the matching `Stop`;
+/// * `permanent`: a transport error that is permanent (SPEC §2.2's list,
+///   the checkers' own table) or of a kind `retry.retried_transport` leaves
+///   out ends the wait at once with `Permanent { cause }`.
 ///
 /// For the sharpest checks call `output` after every `input` (as the drive
 /// loop does); when several inputs come between two outputs the checker
@@ -238,11 +241,17 @@ impl PollChecker {
                 return;
             }
             Event::Tick => false,
-            Event::TransportError(id, _) => {
+            Event::TransportError(id, kind) => {
                 if self.in_flight.is_some_and(|p| p.id == *id) {
                     self.answer_arrived(now);
                     if now < self.deadline {
-                        self.failure = Some(RetryClass::Transport);
+                        // SPEC §2.2: permanent kinds, and the kinds the
+                        // policy leaves out, end the wait at once.
+                        if oracle::transport_retried(&self.policy.retry, *kind) {
+                            self.failure = Some(RetryClass::Transport);
+                        } else {
+                            self.expect(Expect::Stop(Outcome::Permanent { cause: *kind }));
+                        }
                     }
                     true
                 } else {
@@ -432,6 +441,7 @@ impl PollChecker {
                     Expect::Stop(Outcome::Terminal { .. }) => "terminal",
                     Expect::Stop(Outcome::Stale) => "stale",
                     Expect::Stop(Outcome::NotRetryable { .. }) => "not-retryable",
+                    Expect::Stop(Outcome::Permanent { .. }) => "permanent",
                     Expect::TimedOut => "late-answer",
                     Expect::OverCap
                     | Expect::RateLimitedAfter(_)

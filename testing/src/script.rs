@@ -676,8 +676,8 @@ pub struct ScriptRunner<M, C> {
     clock: Instant,
     /// The latest instant fed: what the machine takes as "now".
     now: Instant,
-    flying: Vec<SendId>,
-    answered: Vec<SendId>,
+    flying: Ids,
+    answered: Ids,
     wake: Option<Instant>,
     stopped: Option<(Instant, Outcome)>,
     started: bool,
@@ -687,6 +687,65 @@ pub struct ScriptRunner<M, C> {
     records: Vec<AttemptRecord>,
     notices: Vec<(Instant, Notice)>,
     events: u64,
+    sends: u64,
+}
+
+/// Send ids in order, stored inline up to [`Ids::INLINE`] of them (a
+/// single request has at most one in flight, a batch as many as its
+/// concurrency; the runner remembers 16 answered ones), on the heap beyond:
+/// cloning a runner, which the explorer does at every node of its tree,
+/// then allocates nothing.
+#[derive(Clone, Debug, Default)]
+struct Ids {
+    small: [SendId; Ids::INLINE],
+    len: usize,
+    /// All the ids once there are more than `INLINE` (then `len` is 0).
+    spill: Vec<SendId>,
+}
+
+impl Ids {
+    const INLINE: usize = 16;
+
+    fn as_slice(&self) -> &[SendId] {
+        if self.spill.is_empty() {
+            &self.small[..self.len]
+        } else {
+            &self.spill
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push(&mut self, id: SendId) {
+        if self.spill.is_empty() && self.len < Ids::INLINE {
+            self.small[self.len] = id;
+            self.len += 1;
+            return;
+        }
+        if self.spill.is_empty() {
+            self.spill.extend_from_slice(&self.small[..self.len]);
+            self.len = 0;
+        }
+        self.spill.push(id);
+    }
+
+    /// Removes and returns the `i`-th id (`i < len`), keeping the order.
+    fn remove(&mut self, i: usize) -> SendId {
+        if self.spill.is_empty() {
+            let id = self.small[i];
+            self.small.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+            id
+        } else {
+            self.spill.remove(i)
+        }
+    }
 }
 
 /// At most this many sends in a row without a wait.
@@ -708,8 +767,8 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             wall: default_wall_clock(),
             clock: start,
             now: start,
-            flying: Vec::new(),
-            answered: Vec::new(),
+            flying: Ids::default(),
+            answered: Ids::default(),
             wake: None,
             stopped: None,
             started: false,
@@ -719,6 +778,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             records: Vec::new(),
             notices: Vec::new(),
             events: 0,
+            sends: 0,
         }
     }
 
@@ -789,7 +849,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
             Input::Answer(a) => {
                 self.clock = later(self.clock, a.after);
                 let id = if a.late {
-                    pick(&self.answered, a.pick)
+                    pick(self.answered.as_slice(), a.pick)
                 } else {
                     self.take_flying(a.pick)
                 };
@@ -824,7 +884,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
                     item: *item,
                     attempt: *attempt,
                 };
-                if self.flying.contains(&id) {
+                if self.flying.as_slice().contains(&id) {
                     return Ok(());
                 }
                 let r = Response::new(id, *status, self.wall_now());
@@ -880,14 +940,20 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
     }
 
     /// [`finish`](Self::finish), and how many events it fed.
-    pub(crate) fn finish_counted(mut self) -> Result<(Trace, u64), Violation> {
+    pub(crate) fn finish_counted(self) -> Result<(Trace, u64), Violation> {
+        self.finish_full().map(|(trace, fed, _)| (trace, fed))
+    }
+
+    /// [`finish`](Self::finish), how many events it fed, and how many sends
+    /// the machine made in all.
+    pub(crate) fn finish_full(mut self) -> Result<(Trace, u64, u64), Violation> {
         let before = self.events;
         self.start()?;
         for _ in 0..SETTLE_LIMIT {
             if self.stopped.is_some() {
                 break;
             }
-            match (self.settle, self.flying.first().copied()) {
+            match (self.settle, self.flying.as_slice().first().copied()) {
                 (Settle::Answer(status), Some(id)) => {
                     self.flying.remove(0);
                     self.remember(id);
@@ -929,6 +995,7 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
                 ended_at,
             },
             fed,
+            self.sends,
         ))
     }
 
@@ -966,6 +1033,25 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
     #[must_use]
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Sends the machine made so far (counted whether or not the runner
+    /// is [recording](Self::recording)).
+    ///
+    /// ```
+    /// use polite_testing::{Input, ScriptRunner, origin};
+    /// # use polite_core::SplitMix64;
+    /// # use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// # use std::time::Duration;
+    /// # let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    /// #                           SplitMix64::new(1), origin(), Duration::from_secs(30)).unwrap();
+    /// let mut run = ScriptRunner::new(origin(), m, ()).recording(false);
+    /// run.play(&[Input::status(503), Input::Wake]).unwrap();
+    /// assert_eq!(run.sends(), 2); // the first send and one retry
+    /// ```
+    #[must_use]
+    pub fn sends(&self) -> u64 {
+        self.sends
     }
 
     fn wall_now(&self) -> SystemTime {
@@ -1032,7 +1118,10 @@ impl<M: Machine, C: Invariants<M>> ScriptRunner<M, C> {
                 });
             }
             match action {
-                Action::Send(plan) => self.flying.push(plan.id),
+                Action::Send(plan) => {
+                    self.sends += 1;
+                    self.flying.push(plan.id);
+                }
                 Action::SleepUntil(t) => {
                     self.wake = Some(t);
                     return self.checker.observe(&self.machine);
@@ -1093,4 +1182,41 @@ pub fn run_script<M: Machine, C: Invariants<M>>(
     let mut runner = ScriptRunner::new(crate::origin(), machine, checker);
     runner.play(script)?;
     runner.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Ids` keeps the order of a `Vec` through pushes and removals, below
+    /// and above its inline capacity.
+    #[test]
+    fn ids_behave_like_a_vec() {
+        let id = |n: u32| SendId {
+            item: n,
+            attempt: n % 3,
+        };
+        let mut ids = Ids::default();
+        let mut model: Vec<SendId> = Vec::new();
+        let mut n = 0u32;
+        for round in 0..200u32 {
+            if round % 5 == 4 && !model.is_empty() {
+                let i = (round as usize * 7) % model.len();
+                assert_eq!(ids.remove(i), model.remove(i));
+            } else {
+                n += 1;
+                ids.push(id(n));
+                model.push(id(n));
+            }
+            assert_eq!(ids.as_slice(), &model[..]);
+            assert_eq!((ids.len(), ids.is_empty()), (model.len(), model.is_empty()));
+        }
+        assert!(model.len() > Ids::INLINE);
+        while !model.is_empty() {
+            assert_eq!(ids.remove(0), model.remove(0));
+            assert_eq!(ids.as_slice(), &model[..]);
+        }
+        ids.push(id(1));
+        assert_eq!(ids.as_slice(), &[id(1)]);
+    }
 }

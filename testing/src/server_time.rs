@@ -62,21 +62,48 @@ pub(crate) fn delta_seconds(v: &[u8]) -> Option<u64> {
 /// seconds field of `60` (a leap second) is simply second 60 of the minute:
 /// one second after second 59.
 pub(crate) fn http_date(v: &[u8]) -> Option<SystemTime> {
-    const SHORT: [&[u8]; 7] = [b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat", b"Sun"];
-    const LONG: [&[u8]; 7] = [
-        b"Monday",
-        b"Tuesday",
-        b"Wednesday",
-        b"Thursday",
-        b"Friday",
-        b"Saturday",
-        b"Sunday",
-    ];
-    const MONTHS: [&[u8]; 12] = [
-        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
-        b"Dec",
-    ];
-    let find = |names: &[&[u8]], w: &[u8]| names.iter().position(|n| *n == w);
+    // Names matched as byte arrays (compiled to byte compares: a lookup
+    // through a table of slices called `bcmp` per candidate, which the
+    // fuzzer's memcmp hook then recorded, a tenth of the `retry_after`
+    // target's time).
+    let short = |w: &[u8]| match w {
+        [b'M', b'o', b'n'] => Some(0),
+        [b'T', b'u', b'e'] => Some(1),
+        [b'W', b'e', b'd'] => Some(2),
+        [b'T', b'h', b'u'] => Some(3),
+        [b'F', b'r', b'i'] => Some(4),
+        [b'S', b'a', b't'] => Some(5),
+        [b'S', b'u', b'n'] => Some(6),
+        _ => None,
+    };
+    let long = |w: &[u8]| {
+        let day = short(w.get(..3)?)?;
+        let rest: &[u8] = match day {
+            0 => b"day",
+            1 => b"sday",
+            2 => b"nesday",
+            3 => b"rsday",
+            4 => b"day",
+            5 => b"urday",
+            _ => b"day",
+        };
+        (w.len() == 3 + rest.len() && w[3..].iter().zip(rest).all(|(a, b)| a == b)).then_some(day)
+    };
+    let month = |w: &[u8]| match w {
+        [b'J', b'a', b'n'] => Some(1),
+        [b'F', b'e', b'b'] => Some(2),
+        [b'M', b'a', b'r'] => Some(3),
+        [b'A', b'p', b'r'] => Some(4),
+        [b'M', b'a', b'y'] => Some(5),
+        [b'J', b'u', b'n'] => Some(6),
+        [b'J', b'u', b'l'] => Some(7),
+        [b'A', b'u', b'g'] => Some(8),
+        [b'S', b'e', b'p'] => Some(9),
+        [b'O', b'c', b't'] => Some(10),
+        [b'N', b'o', b'v'] => Some(11),
+        [b'D', b'e', b'c'] => Some(12),
+        _ => None,
+    };
     // At most six words (no allocation: the fuzz oracle runs this often).
     let mut words: [&[u8]; 6] = [&[]; 6];
     let mut n = 0;
@@ -87,35 +114,29 @@ pub(crate) fn http_date(v: &[u8]) -> Option<SystemTime> {
     // (weekday 0 = Monday, day, month 1..=12, year, hh:mm:ss)
     let fields = match &words[..n] {
         // IMF-fixdate: six words, the weekday ends in a comma.
-        [wd, day, mon, year, time, b"GMT"] if day.len() == 2 && year.len() == 4 => {
-            let wd = find(&SHORT, wd.strip_suffix(b",")?)?;
-            (
-                wd,
-                number(day)?,
-                find(&MONTHS, mon)? + 1,
-                number(year)?,
-                time,
-            )
+        [wd, day, mon, year, time, [b'G', b'M', b'T']] if day.len() == 2 && year.len() == 4 => {
+            let wd = short(wd.strip_suffix(b",")?)?;
+            (wd, number(day)?, month(mon)?, number(year)?, time)
         }
         // RFC 850: four words, `dd-Mon-yy` in the middle.
-        [wd, dmy, time, b"GMT"] => {
-            let wd = find(&LONG, wd.strip_suffix(b",")?)?;
+        [wd, dmy, time, [b'G', b'M', b'T']] => {
+            let wd = long(wd.strip_suffix(b",")?)?;
             let [day, mon, yy] = split3(dmy, b'-')?;
             if day.len() != 2 || yy.len() != 2 {
                 return None;
             }
             let yy = number(yy)?;
             let year = if yy >= 70 { 1900 + yy } else { 2000 + yy };
-            (wd, number(day)?, find(&MONTHS, mon)? + 1, year, time)
+            (wd, number(day)?, month(mon)?, year, time)
         }
         // asctime: a one-digit day is padded with a space, which splits
         // into an empty word.
-        [wd, mon, b"", day, time, year] if day.len() == 1 && year.len() == 4 => {
-            let (wd, mon) = (find(&SHORT, wd)?, find(&MONTHS, mon)? + 1);
+        [wd, mon, [], day, time, year] if day.len() == 1 && year.len() == 4 => {
+            let (wd, mon) = (short(wd)?, month(mon)?);
             (wd, number(day)?, mon, number(year)?, time)
         }
         [wd, mon, day, time, year] if day.len() == 2 && year.len() == 4 => {
-            let (wd, mon) = (find(&SHORT, wd)?, find(&MONTHS, mon)? + 1);
+            let (wd, mon) = (short(wd)?, month(mon)?);
             (wd, number(day)?, mon, number(year)?, time)
         }
         _ => return None,

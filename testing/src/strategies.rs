@@ -45,7 +45,7 @@ use proptest::collection::SizeRange;
 use proptest::prelude::*;
 
 use crate::script::{Answer, Input, Job};
-use polite_core::policy::{Backoff, BackoffExponent, Jitter, MaxRetries};
+use polite_core::policy::{Backoff, BackoffExponent, Jitter, MaxRetries, TransportKinds};
 use polite_core::{
     Method, PollPolicy, RequestId, RequestInfo, RetryClass, RetryPolicy, TransportErrorKind,
 };
@@ -167,27 +167,58 @@ pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
     ]
 }
 
-/// Transport error kinds.
+/// Transport error kinds: mostly the seven retried by default, sometimes
+/// one of the five permanent ones (SPEC §2.2).
 ///
 /// ```
 /// use polite_testing::strategies;
+/// use polite_core::TransportErrorKind;
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
 /// let mut runner = TestRunner::deterministic();
-/// let kinds: std::collections::HashSet<_> = (0..200)
+/// let kinds: std::collections::HashSet<_> = (0..400)
 ///     .map(|_| strategies::transport_kind().new_tree(&mut runner).unwrap().current())
 ///     .collect();
-/// assert_eq!(kinds.len(), 7);
+/// assert_eq!(kinds.len(), TransportErrorKind::ALL.len());
 /// ```
 pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
+    let retried = TransportErrorKind::ALL[..7].to_vec();
+    let permanent = TransportErrorKind::ALL[7..].to_vec();
     prop_oneof![
-        Just(TransportErrorKind::Refused),
-        Just(TransportErrorKind::Reset),
-        Just(TransportErrorKind::Dns),
-        Just(TransportErrorKind::Timeout),
-        Just(TransportErrorKind::Aborted),
-        Just(TransportErrorKind::Tls),
-        Just(TransportErrorKind::Other),
+        4 => prop::sample::select(retried),
+        1 => prop::sample::select(permanent),
+    ]
+}
+
+/// A policy's `retried_transport` set: mostly the default (every kind that
+/// is not permanent), sometimes none, sometimes any subset of all twelve
+/// kinds (permanent ones included, which must stay unretried).
+///
+/// ```
+/// use polite_testing::strategies;
+/// use polite_core::policy::TransportKinds;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let sets: Vec<_> = (0..200)
+///     .map(|_| strategies::transport_kinds().new_tree(&mut runner).unwrap().current())
+///     .collect();
+/// assert!(sets.contains(&TransportKinds::RETRYABLE) && sets.contains(&TransportKinds::NONE));
+/// assert!(sets.iter().any(|s| *s != TransportKinds::RETRYABLE && *s != TransportKinds::NONE));
+/// ```
+pub fn transport_kinds() -> impl Strategy<Value = TransportKinds> {
+    prop_oneof![
+        2 => Just(TransportKinds::RETRYABLE),
+        1 => Just(TransportKinds::NONE),
+        2 => (0u32..1 << TransportErrorKind::ALL.len()).prop_map(|bits| {
+            let mut set = TransportKinds::NONE;
+            for (i, k) in TransportErrorKind::ALL.into_iter().enumerate() {
+                if bits & (1 << i) != 0 {
+                    set = set.with(k);
+                }
+            }
+            set
+        }),
     ]
 }
 
@@ -519,7 +550,8 @@ pub fn jitter() -> impl Strategy<Value = Jitter> {
 /// of 1 ms to 2 s, a multiplier of 1 to 3, a cap of at least 4 s, and the
 /// AWS SDKs' options (a total retry budget, a separate throttling backoff,
 /// the exponent counting all retries, a millisecond retry hint, waiting
-/// when a shared budget refuses); the `Retry-After` limits are the
+/// when a shared budget refuses), and any set of retried transport error
+/// kinds ([`transport_kinds`]); the `Retry-After` limits are the
 /// defaults.
 ///
 /// ```
@@ -533,15 +565,18 @@ pub fn jitter() -> impl Strategy<Value = Jitter> {
 /// assert!(all.iter().any(|p| p.max_total_retries.is_some()));
 /// assert!(all.iter().any(|p| p.rate_limited_backoff.is_some()));
 /// assert!(all.iter().any(|p| p.retry_after_ms.is_some()));
+/// assert!(all.iter().any(|p| p.retried_transport != Default::default()));
 /// ```
 pub fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
     (
         (0u32..5, 0u32..5, 0u32..5, jitter(), 1u64..2_000, 1u32..4),
         aws_options(),
+        transport_kinds(),
     )
-        .prop_map(|(basic, aws)| {
+        .prop_map(|(basic, aws, kinds)| {
             let mut p = basic_retry_policy(basic);
             aws.apply(&mut p);
+            p.retried_transport = kinds;
             p
         })
 }
@@ -638,7 +673,8 @@ pub fn request() -> impl Strategy<Value = RequestInfo> {
 
 /// Valid poll policies: long poll first (mostly) or not, a longest long
 /// poll of 1 to 39 s, a floor between long polls of 0 to 2 s, any
-/// schedule jitter, and retry budgets of 0 to 4 per class.
+/// schedule jitter, retry budgets of 0 to 4 per class, and any set of
+/// retried transport error kinds ([`transport_kinds`]).
 ///
 /// ```
 /// use polite_testing::strategies;
@@ -656,9 +692,10 @@ pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
         0u64..2_000,
         (jitter(), 100u64..3_000, 1u32..4),
         (0u32..5, 0u32..5, 0u32..5),
+        transport_kinds(),
     )
         .prop_map(
-            |(first, max_lp, floor_ms, (jitter, base_ms, mult), (rl, se, tr))| {
+            |(first, max_lp, floor_ms, (jitter, base_ms, mult), (rl, se, tr), kinds)| {
                 let mut p = PollPolicy {
                     long_poll_first: first,
                     max_long_poll: Duration::from_secs(max_lp),
@@ -674,6 +711,7 @@ pub fn poll_policy() -> impl Strategy<Value = PollPolicy> {
                     server_error: se,
                     transport: tr,
                 };
+                p.retry.retried_transport = kinds;
                 p
             },
         )
