@@ -1,5 +1,6 @@
 //! [`RedisFleet`]: a [`Fleet`] on one Redis, with its worker thread.
 
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -105,7 +106,8 @@ pub struct RedisFleet {
     shared: Arc<Shared>,
     prefix: String,
     size: u32,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker, and what tells that it has returned.
+    worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
 }
 
 impl RedisFleet {
@@ -138,15 +140,16 @@ impl RedisFleet {
             flush_every: options.flush_every,
         }));
         let for_worker = Arc::clone(&shared);
+        let (done, finished) = std::sync::mpsc::channel();
         let worker = std::thread::Builder::new()
             .name("polite-redis".into())
-            .spawn(move || crate::worker::run(&for_worker, &client))
+            .spawn(move || crate::worker::run(&for_worker, &client, done))
             .map_err(FleetError::Thread)?;
         Ok(RedisFleet {
             shared,
             prefix: options.prefix,
             size: options.size.max(1),
-            worker: Mutex::new(Some(worker)),
+            worker: Mutex::new(Some((worker, finished))),
         })
     }
 
@@ -239,13 +242,16 @@ impl Fleet for RedisFleet {
     }
 
     fn take_notice(&self) -> Option<Notice> {
-        self.shared.lock().notice.take()
+        self.shared.lock().notices.pop_front()
     }
 }
 
 impl Drop for RedisFleet {
     /// Stops the worker after it has given back the unused permits and
-    /// shared the last changes (one bounded round trip per key).
+    /// shared the last changes (one round trip per key), waiting for that
+    /// at most the fleet's timeout: dropping a client on an async runtime's
+    /// thread never holds it longer, and with Redis down not at all. A
+    /// worker still talking then finishes on its own (each call bounded).
     fn drop(&mut self) {
         self.shared.lock().stop = true;
         self.shared.wake.notify_all();
@@ -254,8 +260,13 @@ impl Drop for RedisFleet {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(w) = worker {
-            let _ = w.join();
+        if let Some((w, finished)) = worker {
+            // Disconnected when the worker returns; a timeout detaches it.
+            if finished.recv_timeout(self.shared.tuning.timeout)
+                != Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            {
+                let _ = w.join();
+            }
         }
     }
 }

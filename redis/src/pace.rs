@@ -70,6 +70,14 @@ impl FleetPace for RedisPace {
         let since = *k.asked_since.get_or_insert(now);
         let stalled = now.saturating_duration_since(since) >= tuning.timeout;
         if !up || stalled {
+            if up {
+                // Redis has not answered for the fleet's timeout: every
+                // key paces locally until it does, and the observer hears
+                // it now, with the first local send.
+                tracing::warn!(target: "polite", "fleet: Redis does not answer in time; pacing locally");
+                st.up = false;
+                st.tell(polite_core::Notice::FleetUnavailable);
+            }
             st.stats.local += 1;
             drop(st);
             self.shared.wake.notify_all();

@@ -197,10 +197,26 @@ pub(crate) struct State {
     pub(crate) up: bool,
     /// When the last round trip failed.
     pub(crate) down_since: Option<Instant>,
-    pub(crate) notice: Option<Notice>,
+    /// Notices not yet taken, oldest first (they alternate: unavailable,
+    /// restored, ...; at most a few flaps are kept, see [`State::tell`]).
+    pub(crate) notices: VecDeque<Notice>,
     pub(crate) stop: bool,
     pub(crate) clock: Option<ServerClock>,
     pub(crate) stats: FleetStats,
+}
+
+impl State {
+    /// Queues a notice for the observer. A change is never overwritten by
+    /// the next one before anyone took it (Redis paused and back between
+    /// two records must still say it was unavailable); a Redis that flaps
+    /// while nobody listens keeps at most two flaps (the oldest pair goes).
+    pub(crate) fn tell(&mut self, notice: Notice) {
+        self.notices.push_back(notice);
+        while self.notices.len() > 4 {
+            self.notices.pop_front();
+            self.notices.pop_front();
+        }
+    }
 }
 
 /// [`State`] behind a lock, and the worker's wake-up.
@@ -218,7 +234,7 @@ impl Shared {
                 keys: HashMap::new(),
                 up: true,
                 down_since: None,
-                notice: None,
+                notices: VecDeque::new(),
                 stop: false,
                 clock: None,
                 stats: FleetStats::default(),
@@ -248,5 +264,35 @@ mod tests {
         assert_eq!(c.local(4_999_000), t0);
         assert_eq!(c.server(c.mid + Duration::from_secs(1)), 6_000_000);
         assert_eq!(c.server(t0), 4_999_000);
+    }
+
+    #[test]
+    fn a_notice_is_not_overwritten_before_it_is_taken() {
+        let shared = Shared::new(Tuning {
+            timeout: Duration::from_millis(200),
+            lease: Duration::from_millis(100),
+            max_lease: 8,
+            margin: Duration::from_millis(50),
+            retry_every: Duration::from_millis(500),
+            ttl: Duration::from_secs(600),
+            poll: Duration::from_millis(2),
+            flush_every: Duration::from_millis(100),
+        });
+        let mut st = shared.lock();
+        st.tell(Notice::FleetUnavailable);
+        st.tell(Notice::FleetRestored);
+        assert_eq!(st.notices.pop_front(), Some(Notice::FleetUnavailable));
+        assert_eq!(st.notices.pop_front(), Some(Notice::FleetRestored));
+        assert_eq!(st.notices.pop_front(), None);
+        // Ten flaps nobody heard: the last two, still alternating.
+        for _ in 0..10 {
+            st.tell(Notice::FleetUnavailable);
+            st.tell(Notice::FleetRestored);
+        }
+        let left: Vec<_> = st.notices.drain(..).collect();
+        assert_eq!(
+            left,
+            [Notice::FleetUnavailable, Notice::FleetRestored].repeat(2)
+        );
     }
 }

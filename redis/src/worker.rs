@@ -18,8 +18,14 @@ struct Job {
     step: Step,
 }
 
-/// Runs until the fleet stops, then shares what is left once.
-pub(crate) fn run(shared: &Arc<Shared>, client: &redis::Client) {
+/// Runs until the fleet stops, then shares what is left once (unless
+/// Redis is down). `_done` is dropped when it returns: the fleet's `Drop`
+/// waits for that, bounded.
+pub(crate) fn run(
+    shared: &Arc<Shared>,
+    client: &redis::Client,
+    _done: std::sync::mpsc::Sender<()>,
+) {
     let mut conn: Option<redis::Connection> = None;
     loop {
         let (jobs, stopping) = {
@@ -27,6 +33,11 @@ pub(crate) fn run(shared: &Arc<Shared>, client: &redis::Client) {
             loop {
                 let now = Instant::now();
                 let stopping = st.stop;
+                // Stopping with Redis down: nothing can be shared, and the
+                // fleet's owner must not wait for a retry.
+                if stopping && !st.up {
+                    break (Vec::new(), true);
+                }
                 let can_try = st.up
                     || st
                         .down_since
@@ -150,7 +161,7 @@ fn apply(
             if st.up {
                 tracing::warn!(target: "polite", error = %e, "fleet: Redis does not answer; pacing locally");
                 st.up = false;
-                st.notice = Some(Notice::FleetUnavailable);
+                st.tell(Notice::FleetUnavailable);
             }
             st.down_since = Some(now);
             if let Some(k) = st.keys.get_mut(&job.key) {
@@ -166,7 +177,7 @@ fn apply(
     if !st.up {
         tracing::info!(target: "polite", "fleet: Redis answers again");
         st.up = true;
-        st.notice = Some(Notice::FleetRestored);
+        st.tell(Notice::FleetRestored);
     }
     let Some(k) = st.keys.get_mut(&job.key) else {
         return;

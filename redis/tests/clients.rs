@@ -383,3 +383,35 @@ fn without_redis_each_process_paces_at_its_share_and_hears_once() {
     assert_eq!(polite_client::Fleet::take_notice(&*fleet), None, "once");
     assert!(fleet.stats().failures >= 1);
 }
+
+#[test]
+fn dropping_a_fleet_whose_redis_is_down_does_not_wait_for_a_retry() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fleet = RedisFleet::new(
+        &format!("redis://127.0.0.1:{port}/"),
+        FleetOptions {
+            retry_every: Duration::from_secs(30),
+            ..FleetOptions::default()
+        },
+    )
+    .unwrap();
+    let key = polite_client::PaceKey::new("http://127.0.0.1:1");
+    let mut pace = polite_client::Fleet::join(&fleet, &key, &polite_client::FleetTerms::default());
+    let _ = pace.acquire(Instant::now());
+    let started = Instant::now();
+    while fleet.is_up() {
+        assert!(started.elapsed() < Duration::from_secs(2), "never tried");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    pace.cool_down(Instant::now() + Duration::from_secs(1)); // something to share
+    drop(pace);
+    // Before: the worker waited for its next try (30 s here) to share it.
+    let started = Instant::now();
+    drop(fleet);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "drop took {took:?}");
+}
