@@ -138,6 +138,7 @@ impl RedisFleet {
             ttl: options.ttl.max(Duration::from_millis(1)),
             poll: options.poll,
             flush_every: options.flush_every,
+            size: options.size.max(1),
         }));
         let for_worker = Arc::clone(&shared);
         let (done, finished) = std::sync::mpsc::channel();

@@ -76,9 +76,21 @@
 //! [`Notice::FleetUnavailable`](polite_core::Notice::FleetUnavailable)
 //! once; the worker tries again every [`FleetOptions::retry_every`] and,
 //! when Redis answers, [`Notice::FleetRestored`](polite_core::Notice::FleetRestored).
-//! A restarted Redis (scripts and data gone) gets the script again and
-//! starts an empty log. Redis only ever decides *when* a send may go:
-//! nothing is sent twice or lost because of it.
+//! A restarted Redis (scripts and data gone) gets the script again.
+//! Redis only ever decides *when* a send may go: nothing is sent twice or
+//! lost because of it.
+//!
+//! **No burst at a failover.** Each process keeps the instants of its own
+//! recent sends per key (a window and its hold). Falling back, its share
+//! counts the sends the fleet granted it just before (else every process
+//! would start a fresh local window on top of the fleet's). Coming back,
+//! the first step *seeds* the log with the sends made locally meanwhile,
+//! as grants made when they were sent; and if the log was lost (Redis
+//! restarted empty, the key evicted: the key's epoch, its state's birth
+//! instant, changed), with the process's earlier grants too, so the
+//! window is whole again before anything more is granted. Permits leased
+//! from a lost log are dropped, and their ids are never returned to the
+//! new one.
 //!
 //! ```no_run
 //! use polite_client::{Config, SharedFleet, Throttle};

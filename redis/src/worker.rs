@@ -16,6 +16,10 @@ use crate::step::{Step, StepReply};
 struct Job {
     key: String,
     step: Step,
+    /// Whether the step seeds the log with this process's sends (those
+    /// made up to `built`).
+    reseeding: bool,
+    built: Instant,
 }
 
 /// Runs until the fleet stops, then shares what is left once (unless
@@ -115,6 +119,8 @@ fn collect(st: &mut State, now: Instant, tuning: &Tuning, stopping: bool) -> Vec
         jobs.push(Job {
             key: key.clone(),
             step,
+            reseeding: k.reseed,
+            built: now,
         });
     }
     jobs
@@ -164,6 +170,12 @@ fn apply(
                 st.tell(Notice::FleetUnavailable);
             }
             st.down_since = Some(now);
+            // Redis may come back empty: every key seeds the log with this
+            // process's recent sends at its next step (the script keeps the
+            // granted ones only if the log was indeed lost).
+            for k in st.keys.values_mut() {
+                k.reseed = true;
+            }
             if let Some(k) = st.keys.get_mut(&job.key) {
                 k.in_flight = false;
             }
@@ -221,9 +233,37 @@ fn apply(
     k.dirty_since = if pending { Some(now) } else { None };
     // A permit may be used until its lease ends on the server's clock,
     // less the half round trip this process cannot see.
+    // The log this process's permits came from is gone (restart, eviction):
+    // they mean nothing now; unless this step seeded it, the next one does.
+    let lost = k.epoch != 0 && reply.epoch != k.epoch;
+    if lost {
+        k.stock.clear();
+        // The other processes' sends of the last hold are gone with it and
+        // come back only as each one steps again: until one hold after the
+        // new log's birth, this process keeps to its local share.
+        if let Some((_, window, _)) = k.window_in_force() {
+            let hold = window + tuning.lease + tuning.margin;
+            k.recovering_until = Some(clock.local(reply.epoch) + hold);
+        }
+    }
+    let recovering = k.recovering_until.is_some_and(|t| now < t);
+    if job.reseeding {
+        // The local sends up to the step are in the log now, like grants.
+        for (t, local) in &mut k.mine {
+            if *t <= job.built {
+                *local = false;
+            }
+        }
+        k.reseed = k.mine.iter().any(|(_, local)| *local);
+        k.epoch = reply.epoch;
+    } else if lost {
+        k.reseed = true;
+    } else {
+        k.epoch = reply.epoch;
+    }
     let half_trip = now.saturating_duration_since(clock.mid);
     let until = clock.local(reply.server_us) + tuning.lease.saturating_sub(half_trip);
-    if k.handles == 0 {
+    if k.handles == 0 || recovering {
         k.returned.extend(reply.granted.iter().copied());
         if !k.returned.is_empty() {
             k.dirty_since.get_or_insert(now);
@@ -232,7 +272,7 @@ fn apply(
         k.stock.extend(reply.granted.iter().map(|id| (*id, until)));
         k.last_lease = u32::try_from(reply.granted.len()).unwrap_or(u32::MAX);
     }
-    if (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
+    if !recovering && (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
         let at = clock.local(reply.next_us);
         if at > now {
             k.not_before = Some((at, reply.refused_by));
