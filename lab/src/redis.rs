@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 pub struct Redis {
     child: Child,
     port: u16,
+    /// With [`start_tls`](Redis::start_tls): the TLS port.
+    tls_port: Option<u16>,
     dir: tempfile::TempDir,
     binary: PathBuf,
 }
@@ -83,19 +85,52 @@ impl Redis {
     #[must_use]
     pub fn start(binary: &Path) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = {
-            let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
-            l.local_addr().expect("its address").port()
-        };
-        let child = spawn(binary, port, dir.path());
+        let port = free_port();
+        let child = spawn(binary, port, None, dir.path());
         let mut redis = Redis {
             child,
             port,
+            tls_port: None,
             dir,
             binary: binary.to_owned(),
         };
         redis.wait_ready();
         redis
+    }
+
+    /// [`start`](Self::start), also serving TLS on a second loopback port
+    /// with this certificate and key (PEM; e.g. a self-signed one made by
+    /// the test): clients are not asked for certificates. The plain port
+    /// stays open for [`command`](Self::command); [`tls_url`](Self::tls_url)
+    /// is the `rediss://` one. Needs a redis-server built with TLS
+    /// (Debian's is).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), and when the files cannot be written.
+    #[must_use]
+    pub fn start_tls(binary: &Path, cert_pem: &str, key_pem: &str) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("tls.crt"), cert_pem).expect("cert written");
+        std::fs::write(dir.path().join("tls.key"), key_pem).expect("key written");
+        let (port, tls_port) = (free_port(), free_port());
+        let child = spawn(binary, port, Some(tls_port), dir.path());
+        let mut redis = Redis {
+            child,
+            port,
+            tls_port: Some(tls_port),
+            dir,
+            binary: binary.to_owned(),
+        };
+        redis.wait_ready();
+        redis
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT/` when started with
+    /// [`start_tls`](Self::start_tls).
+    #[must_use]
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port.map(|p| format!("rediss://127.0.0.1:{p}/"))
     }
 
     /// Kills the server and starts a new one on the same port, with no data
@@ -108,7 +143,7 @@ impl Redis {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn(&self.binary, self.port, self.dir.path());
+        self.child = spawn(&self.binary, self.port, self.tls_port, self.dir.path());
         self.wait_ready();
     }
 
@@ -180,9 +215,29 @@ impl Redis {
     }
 }
 
-/// redis-server on 127.0.0.1:`port`, loopback only, no persistence.
-fn spawn(binary: &Path, port: u16, dir: &Path) -> Child {
-    Command::new(binary)
+/// A free loopback port (free when asked).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("its address").port()
+}
+
+/// redis-server on 127.0.0.1:`port`, loopback only, no persistence; with
+/// `tls_port`, TLS there too, from `tls.crt` / `tls.key` in `dir`.
+fn spawn(binary: &Path, port: u16, tls_port: Option<u16>, dir: &Path) -> Child {
+    let mut command = Command::new(binary);
+    if let Some(tls) = tls_port {
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        command
+            .args(["--tls-port", &tls.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-key-file")
+            .arg(&key)
+            .arg("--tls-ca-cert-file")
+            .arg(&cert)
+            .args(["--tls-auth-clients", "no"]);
+    }
+    command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args([
             "--protected-mode",

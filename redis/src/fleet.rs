@@ -119,7 +119,42 @@ impl RedisFleet {
     ///
     /// [`FleetError`] for a bad URL or option, or no thread.
     pub fn new(url: &str, options: FleetOptions) -> Result<RedisFleet, FleetError> {
+        #[cfg(feature = "tls")]
+        if url.starts_with("rediss:") {
+            crate::tls::provider();
+        }
         let client = redis::Client::open(url).map_err(FleetError::Url)?;
+        Self::start(client, options)
+    }
+
+    /// A fleet on the Redis at a `rediss://` `url` (TLS), trusting only
+    /// `root_pem` (PEM certificates: your own CA, a self-signed server's
+    /// certificate) instead of the system's roots. Feature `tls`.
+    ///
+    /// ```no_run
+    /// use polite_redis::{FleetOptions, RedisFleet};
+    /// let ca = std::fs::read("redis-ca.pem")?;
+    /// let fleet = RedisFleet::with_tls_root("rediss://redis.internal:6380/", FleetOptions::default(), &ca)?;
+    /// assert!(fleet.is_up());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new); [`FleetError::Url`] also for a URL that is
+    /// not `rediss://` or a root that does not parse.
+    #[cfg(feature = "tls")]
+    pub fn with_tls_root(
+        url: &str,
+        options: FleetOptions,
+        root_pem: &[u8],
+    ) -> Result<RedisFleet, FleetError> {
+        crate::tls::provider();
+        let client = crate::tls::client(url, root_pem).map_err(FleetError::Url)?;
+        Self::start(client, options)
+    }
+
+    fn start(client: redis::Client, options: FleetOptions) -> Result<RedisFleet, FleetError> {
         if options.timeout.is_zero() {
             return Err(FleetError::Option("timeout must be more than zero"));
         }

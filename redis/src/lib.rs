@@ -64,6 +64,14 @@
 //! window by default). Unused permits are given back (dropped handles,
 //! expired leases) or age out.
 //!
+//! ## TLS
+//!
+//! With feature **`tls`** (off by default), `rediss://` URLs connect
+//! over TLS: redis-rs's rustls, trusting the system's roots, or only a
+//! root of yours with `RedisFleet::with_tls_root`. Without it a
+//! `rediss://` URL is refused by [`RedisFleet::new`]. polite never turns
+//! TLS on for you.
+//!
 //! ## When Redis fails
 //!
 //! Every call is bounded by [`FleetOptions::timeout`] (connect, read,
@@ -117,6 +125,8 @@ mod fleet;
 mod pace;
 mod state;
 mod step;
+#[cfg(feature = "tls")]
+mod tls;
 mod worker;
 
 pub use fleet::{FleetError, FleetOptions, RedisFleet};
