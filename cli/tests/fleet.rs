@@ -258,3 +258,61 @@ fn eight_processes_ride_out_a_redis_paused() {
     // does not lend it to the others (measured 0-5).
     assert!(run.refused <= 6, "{} x 429 after a pause", run.refused);
 }
+
+/// `polite get URL --redis REDIS_URL EXTRA...`: its exit code and stderr.
+fn get_through(redis_url: &str, lab: &LabHandle, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args([
+            "get",
+            &lab.url("/items/one"),
+            "--timeout",
+            "10s",
+            "--redis",
+            redis_url,
+        ])
+        .args(extra)
+        .env_remove("POLITE_REDIS_URL")
+        .env_remove("POLITE_REDIS_CA_CERT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[cfg(not(feature = "redis-tls"))]
+#[test]
+fn a_rediss_url_needs_the_redis_tls_feature() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let (code, err) = get_through("rediss://127.0.0.1:1/", &lab, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("redis-tls"), "{err}");
+    assert_eq!(lab.log().len(), 0);
+}
+
+#[cfg(feature = "redis-tls")]
+#[test]
+fn a_get_shares_its_pace_through_redis_over_tls() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert, key) = (made.cert.pem(), made.signing_key.serialize_pem());
+    let redis = Redis::start_tls(&binary, &cert, &key);
+    let url = redis.tls_url().unwrap();
+    let dir = std::env::temp_dir().join(format!("polite-cli-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &cert).unwrap();
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let ca_arg = ca.to_string_lossy().into_owned();
+    let (code, err) = get_through(&url, &lab, &["--redis-ca-cert", &ca_arg]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("does not answer"), "{err}");
+    // The fleet's state for the lab's origin is on the server.
+    let key = format!("polite:{{{}}}:st", lab.url("/").trim_end_matches('/'));
+    assert_eq!(redis.command(&["EXISTS", &key]), ":1", "{err}");
+}
