@@ -181,7 +181,11 @@ impl KeyState {
             return;
         }
         self.forget_old(now, tuning);
-        if self.mine.len() >= MINE_MAX {
+        // No window holds more: the configured or the largest learnable.
+        let cap = usize::try_from(self.limit.max(self.learn_max))
+            .unwrap_or(MINE_MAX)
+            .clamp(1, MINE_MAX);
+        while self.mine.len() >= cap {
             self.mine.pop_front();
         }
         self.mine.push_back((now, local));
