@@ -30,6 +30,8 @@ pub struct Redis {
     port: u16,
     /// With [`start_tls`](Redis::start_tls): the TLS port.
     tls_port: Option<u16>,
+    /// More options (a cluster node's).
+    extra: Vec<String>,
     dir: tempfile::TempDir,
     binary: PathBuf,
 }
@@ -86,11 +88,12 @@ impl Redis {
     pub fn start(binary: &Path) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
-        let child = spawn(binary, port, None, dir.path());
+        let child = spawn(binary, port, None, dir.path(), &[]);
         let mut redis = Redis {
             child,
             port,
             tls_port: None,
+            extra: Vec::new(),
             dir,
             binary: binary.to_owned(),
         };
@@ -114,11 +117,12 @@ impl Redis {
         std::fs::write(dir.path().join("tls.crt"), cert_pem).expect("cert written");
         std::fs::write(dir.path().join("tls.key"), key_pem).expect("key written");
         let (port, tls_port) = (free_port(), free_port());
-        let child = spawn(binary, port, Some(tls_port), dir.path());
+        let child = spawn(binary, port, Some(tls_port), dir.path(), &[]);
         let mut redis = Redis {
             child,
             port,
             tls_port: Some(tls_port),
+            extra: Vec::new(),
             dir,
             binary: binary.to_owned(),
         };
@@ -143,7 +147,13 @@ impl Redis {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn(&self.binary, self.port, self.tls_port, self.dir.path());
+        self.child = spawn(
+            &self.binary,
+            self.port,
+            self.tls_port,
+            self.dir.path(),
+            &self.extra,
+        );
         self.wait_ready();
     }
 
@@ -195,14 +205,40 @@ impl Redis {
         self.try_command(args).expect("redis answers")
     }
 
+    /// Like [`command`](Self::command), for a bulk-string reply (e.g.
+    /// `CLUSTER INFO`): its whole text; other replies as `command`'s line.
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot be reached.
+    #[must_use]
+    pub fn command_text(&self, args: &[&str]) -> String {
+        self.try_command_text(args).expect("redis answers")
+    }
+
+    fn try_command_text(&self, args: &[&str]) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        stream.write_all(frame(args).as_bytes()).ok()?;
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let Some(len) = line
+            .strip_prefix('$')
+            .and_then(|n| n.trim_end().parse::<usize>().ok())
+        else {
+            return Some(line.trim_end().to_owned());
+        };
+        let mut body = vec![0; len + 2];
+        std::io::Read::read_exact(&mut reader, &mut body).ok()?;
+        body.truncate(len);
+        String::from_utf8(body).ok()
+    }
+
     fn try_command(&self, args: &[&str]) -> Option<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        let mut frame = format!("*{}\r\n", args.len());
-        for a in args {
-            frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        stream.write_all(frame.as_bytes()).ok()?;
+        stream.write_all(frame(args).as_bytes()).ok()?;
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line).ok()?;
         Some(line.trim_end().to_owned())
@@ -215,6 +251,138 @@ impl Redis {
     }
 }
 
+/// A command as a RESP array of bulk strings.
+fn frame(args: &[&str]) -> String {
+    let mut frame = format!("*{}\r\n", args.len());
+    for a in args {
+        frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    frame
+}
+
+/// A Redis Cluster of masters on loopback (no replicas), each node a
+/// [`Redis`] with cluster mode on, the 16,384 hash slots split evenly;
+/// every node is killed on drop.
+///
+/// ```no_run
+/// use polite_lab::redis::{Redis, RedisCluster};
+/// let Some(binary) = Redis::find_or_skip() else { return };
+/// let cluster = RedisCluster::start(&binary, 3);
+/// assert_eq!(cluster.urls().len(), 3);
+/// ```
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` nodes, assigns the slots (`CLUSTER ADDSLOTSRANGE`),
+    /// joins them (`CLUSTER MEET`) and waits until every node says
+    /// `cluster_state:ok` (Redis 7).
+    ///
+    /// # Panics
+    ///
+    /// When a node does not start, or the cluster is not ok within 20 s.
+    #[must_use]
+    pub fn start(binary: &Path, masters: u16) -> RedisCluster {
+        assert!(masters > 0, "a cluster needs a node");
+        let mut first_bus = 0;
+        let nodes: Vec<Redis> = (0..masters)
+            .map(|i| {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let (port, bus) = (free_port(), free_port());
+                if i == 0 {
+                    first_bus = bus;
+                }
+                let extra: Vec<String> = [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    &bus.to_string(),
+                ]
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+                let child = spawn(binary, port, None, dir.path(), &extra);
+                let mut node = Redis {
+                    child,
+                    port,
+                    tls_port: None,
+                    extra,
+                    dir,
+                    binary: binary.to_owned(),
+                };
+                node.wait_ready();
+                node
+            })
+            .collect();
+        let per = 16_384 / u32::from(masters);
+        for (i, node) in (0u32..).zip(&nodes) {
+            let first = i * per;
+            let last = if i + 1 == u32::from(masters) {
+                16_383
+            } else {
+                first + per - 1
+            };
+            let r = node.command(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &first.to_string(),
+                &last.to_string(),
+            ]);
+            assert_eq!(r, "+OK", "ADDSLOTSRANGE on {}", node.port);
+        }
+        for node in &nodes[1..] {
+            let r = node.command(&[
+                "CLUSTER",
+                "MEET",
+                "127.0.0.1",
+                &nodes[0].port.to_string(),
+                &first_bus.to_string(),
+            ]);
+            assert_eq!(r, "+OK", "MEET from {}", node.port);
+        }
+        let started = Instant::now();
+        while !nodes.iter().all(|n| {
+            n.try_command_text(&["CLUSTER", "INFO"])
+                .is_some_and(|i| i.contains("cluster_state:ok"))
+        }) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the cluster is not ok within 20 s:\n{}",
+                nodes[0].command_text(&["CLUSTER", "INFO"])
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisCluster { nodes }
+    }
+
+    /// Every node's `redis://127.0.0.1:PORT/`.
+    #[must_use]
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
+
+    /// The nodes (e.g. to count keys on each with `DBSIZE`).
+    #[must_use]
+    pub fn nodes(&self) -> &[Redis] {
+        &self.nodes
+    }
+
+    /// Kills node `i` (its slots are then served by nobody: no replicas).
+    ///
+    /// # Panics
+    ///
+    /// When there is no node `i`.
+    pub fn kill(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let _ = node.child.kill();
+        let _ = node.child.wait();
+    }
+}
+
 /// A free loopback port (free when asked).
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
@@ -223,8 +391,9 @@ fn free_port() -> u16 {
 
 /// redis-server on 127.0.0.1:`port`, loopback only, no persistence; with
 /// `tls_port`, TLS there too, from `tls.crt` / `tls.key` in `dir`.
-fn spawn(binary: &Path, port: u16, tls_port: Option<u16>, dir: &Path) -> Child {
+fn spawn(binary: &Path, port: u16, tls_port: Option<u16>, dir: &Path, extra: &[String]) -> Child {
     let mut command = Command::new(binary);
+    command.args(extra);
     if let Some(tls) = tls_port {
         let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
         command

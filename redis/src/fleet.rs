@@ -9,6 +9,7 @@ use polite_client::{Fleet, FleetBudget, FleetPace, FleetTerms, PaceKey};
 use polite_core::Notice;
 use polite_core::budget::RetryBucket;
 
+use crate::backend::Backend;
 use crate::pace::{RedisBudget, RedisPace};
 use crate::state::{BudgetView, FleetStats, KeyState, Shared, Tuning};
 
@@ -124,7 +125,34 @@ impl RedisFleet {
             crate::tls::provider();
         }
         let client = redis::Client::open(url).map_err(FleetError::Url)?;
-        Self::start(client, options)
+        Self::start(Backend::Single(client), options)
+    }
+
+    /// A fleet on a **Redis Cluster**, reached through any of `nodes`
+    /// (`redis://host:port`): each pace key's state lives on the node of
+    /// its hash slot (its two Redis keys share the hash tag
+    /// `{<pace key>}`), so every step is still one atomic script on one
+    /// node. Each call is bounded by [`FleetOptions::timeout`], without
+    /// redis-rs's own retries (a failed step makes the fleet pace locally,
+    /// as with one Redis). Instants are each node's `TIME`: keep the
+    /// nodes' clocks in sync (NTP). Feature `cluster`.
+    ///
+    /// ```no_run
+    /// use polite_redis::{FleetOptions, RedisFleet};
+    /// let nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"];
+    /// let fleet = RedisFleet::cluster(&nodes, FleetOptions::default())?;
+    /// assert!(fleet.is_up());
+    /// # Ok::<(), polite_redis::FleetError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Url`] for a node URL redis-rs does not accept;
+    /// otherwise as [`new`](Self::new).
+    #[cfg(feature = "cluster")]
+    pub fn cluster(nodes: &[&str], options: FleetOptions) -> Result<RedisFleet, FleetError> {
+        let backend = crate::backend::cluster(nodes, options.timeout).map_err(FleetError::Url)?;
+        Self::start(backend, options)
     }
 
     /// A fleet on the Redis at a `rediss://` `url` (TLS), trusting only
@@ -151,10 +179,10 @@ impl RedisFleet {
     ) -> Result<RedisFleet, FleetError> {
         crate::tls::provider();
         let client = crate::tls::client(url, root_pem).map_err(FleetError::Url)?;
-        Self::start(client, options)
+        Self::start(Backend::Single(client), options)
     }
 
-    fn start(client: redis::Client, options: FleetOptions) -> Result<RedisFleet, FleetError> {
+    fn start(backend: Backend, options: FleetOptions) -> Result<RedisFleet, FleetError> {
         if options.timeout.is_zero() {
             return Err(FleetError::Option("timeout must be more than zero"));
         }
@@ -179,7 +207,7 @@ impl RedisFleet {
         let (done, finished) = std::sync::mpsc::channel();
         let worker = std::thread::Builder::new()
             .name("polite-redis".into())
-            .spawn(move || crate::worker::run(&for_worker, &client, done))
+            .spawn(move || crate::worker::run(&for_worker, &backend, done))
             .map_err(FleetError::Thread)?;
         Ok(RedisFleet {
             shared,

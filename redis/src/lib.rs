@@ -72,6 +72,16 @@
 //! `rediss://` URL is refused by [`RedisFleet::new`]. polite never turns
 //! TLS on for you.
 //!
+//! ## Redis Cluster
+//!
+//! With feature **`cluster`** (off by default), `RedisFleet::cluster`
+//! speaks to a Redis Cluster through redis-rs's synchronous cluster
+//! connection. A pace key's two Redis keys share the hash tag
+//! `{<pace key>}`, so each step is still one atomic script on the one node
+//! of its slot; each call is bounded by the fleet's timeout, without
+//! redis-rs's own retries. A node down makes the fleet pace locally, as
+//! one Redis down does.
+//!
 //! ## When Redis fails
 //!
 //! Every call is bounded by [`FleetOptions::timeout`] (connect, read,
@@ -121,6 +131,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod backend;
 mod fleet;
 mod pace;
 mod state;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use polite_core::Notice;
 
+use crate::backend::{Backend, Conn};
 use crate::state::{ServerClock, Shared, State, Tuning};
 use crate::step::{Step, StepReply};
 
@@ -25,12 +26,8 @@ struct Job {
 /// Runs until the fleet stops, then shares what is left once (unless
 /// Redis is down). `_done` is dropped when it returns: the fleet's `Drop`
 /// waits for that, bounded.
-pub(crate) fn run(
-    shared: &Arc<Shared>,
-    client: &redis::Client,
-    _done: std::sync::mpsc::Sender<()>,
-) {
-    let mut conn: Option<redis::Connection> = None;
+pub(crate) fn run(shared: &Arc<Shared>, backend: &Backend, _done: std::sync::mpsc::Sender<()>) {
+    let mut conn: Option<Conn> = None;
     loop {
         let (jobs, stopping) = {
             let mut st = shared.lock();
@@ -67,7 +64,7 @@ pub(crate) fn run(
             }
         };
         for job in jobs {
-            let answer = round_trip(&mut conn, client, &shared.tuning, &job);
+            let answer = round_trip(&mut conn, backend, &shared.tuning, &job);
             if answer.is_err() {
                 conn = None;
             }
@@ -128,16 +125,13 @@ fn collect(st: &mut State, now: Instant, tuning: &Tuning, stopping: bool) -> Vec
 
 /// One step on the connection (made first if there is none).
 fn round_trip(
-    conn: &mut Option<redis::Connection>,
-    client: &redis::Client,
+    conn: &mut Option<Conn>,
+    backend: &Backend,
     tuning: &Tuning,
     job: &Job,
 ) -> redis::RedisResult<(StepReply, ServerClock)> {
     if conn.is_none() {
-        let c = client.get_connection_with_timeout(tuning.timeout)?;
-        c.set_read_timeout(Some(tuning.timeout))?;
-        c.set_write_timeout(Some(tuning.timeout))?;
-        *conn = Some(c);
+        *conn = Some(backend.connect(tuning.timeout)?);
     }
     let Some(c) = conn.as_mut() else {
         return Err(redis::RedisError::from((
@@ -146,7 +140,7 @@ fn round_trip(
         )));
     };
     let sent = Instant::now();
-    let reply = job.step.invoke(c, &job.key)?;
+    let reply = job.step.invoke(c.as_dyn(), &job.key)?;
     let back = Instant::now();
     let clock = ServerClock::measured(sent, back, reply.server_us);
     Ok((reply, clock))
