@@ -29,13 +29,40 @@ pub(crate) struct FleetArgs {
     /// answer: each then sends at 1/N of it).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) fleet_size: u32,
+    /// Trust only this CA certificate (PEM) for a rediss:// Redis, instead
+    /// of the system's roots.
+    #[cfg(feature = "redis-tls")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "POLITE_REDIS_CA_CERT",
+        requires = "redis"
+    )]
+    pub(crate) redis_ca_cert: Option<std::path::PathBuf>,
 }
 
 /// Checks a Redis URL at parse time (a usage error, exit 2).
 fn redis_url(s: &str) -> Result<String, String> {
     RedisFleet::check_url(s)
         .map(|()| s.to_owned())
-        .map_err(|e| format!("{e}: expected redis://host:port/db"))
+        .map_err(|e| format!("{e}: expected {SCHEMES}"))
+}
+
+#[cfg(feature = "redis-tls")]
+const SCHEMES: &str = "redis://host:port/db or rediss://host:port/db";
+#[cfg(not(feature = "redis-tls"))]
+const SCHEMES: &str = "redis://host:port/db (rediss:// needs polite built with feature redis-tls)";
+
+/// The fleet for `url`, trusting `--redis-ca-cert` when given.
+fn fleet(args: &FleetArgs, url: &str, options: FleetOptions) -> Result<RedisFleet, String> {
+    #[cfg(feature = "redis-tls")]
+    if let Some(path) = &args.redis_ca_cert {
+        let pem =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        return RedisFleet::with_tls_root(url, options, &pem).map_err(|e| e.to_string());
+    }
+    let _ = args;
+    RedisFleet::new(url, options).map_err(|e| e.to_string())
 }
 
 /// Puts the fleet `args` ask for into `config` (nothing without `--redis`).
@@ -50,7 +77,7 @@ pub(crate) fn apply(args: &FleetArgs, config: &mut Config) {
         size: args.fleet_size,
         ..FleetOptions::default()
     };
-    match RedisFleet::new(url, options) {
+    match fleet(args, url, options) {
         Ok(fleet) => config.fleet = Some(SharedFleet::new(fleet)),
         Err(e) => eprintln!("polite: cannot share the pace through Redis ({e}); pacing alone"),
     }

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use polite_lab::redis::Redis;
-use polite_lab::{Lab, LabConfig, LogStats, Quota, RetryAfterStyle};
+use polite_lab::{Lab, LabConfig, LabHandle, LogStats, Quota, RetryAfterStyle};
 
 const PROCESSES: usize = 8;
 const ITEMS: usize = 10;
@@ -55,16 +55,28 @@ struct Run {
 /// Runs the 8 processes at once against a fresh lab made by `lab`, each
 /// with `args` (and `--redis` when `redis` is given).
 fn fleet(lab: &LabConfig, args: &[&str], redis: Option<(&Redis, &str)>) -> Run {
+    let redis = redis.map(|(r, prefix)| (r.url(), prefix));
+    fleet_with(lab, args, redis, |_| {})
+}
+
+/// [`fleet`], with `fault` run on a thread of its own meanwhile (given the
+/// lab, e.g. to wait for some requests), and Redis given by its URL.
+fn fleet_with(
+    lab: &LabConfig,
+    args: &[&str],
+    redis: Option<(String, &str)>,
+    fault: impl FnOnce(&LabHandle) + Send,
+) -> Run {
     let lab = Lab::start(lab.clone()).unwrap();
     let mut common: Vec<String> = ["--timeout", "60s"]
         .iter()
         .chain(args)
         .map(ToString::to_string)
         .collect();
-    if let Some((redis, prefix)) = redis {
+    if let Some((url, prefix)) = redis {
         common.extend([
             "--redis".into(),
-            redis.url(),
+            url,
             "--redis-key-prefix".into(),
             prefix.into(),
             "--fleet-size".into(),
@@ -80,10 +92,13 @@ fn fleet(lab: &LabConfig, args: &[&str], redis: Option<(&Redis, &str)>) -> Run {
             spawn(&common, &urls)
         })
         .collect();
-    let outputs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("it ends"))
-        .collect();
+    let outputs: Vec<Output> = std::thread::scope(|s| {
+        s.spawn(|| fault(&lab));
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().expect("it ends"))
+            .collect()
+    });
     let took = started.elapsed();
     let mut stderr = String::new();
     for o in &outputs {
@@ -165,4 +180,139 @@ fn eight_processes_adapt_together_to_bare_429s() {
         "{} x 429 with a shared adaptive rate",
         shared.refused
     );
+}
+
+/// Waits (bounded: 20 s) until the lab has seen `n` requests.
+fn after_requests(lab: &LabHandle, n: usize) {
+    let started = Instant::now();
+    while lab.log().len() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the fleet stalled"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The 8 processes with `--rate R/1s` through Redis, `fault` done to it
+/// after 24 requests; prints and returns the 429s and the notices heard.
+fn failover(name: &str, fault: impl FnOnce(&mut Redis, &LabHandle) + Send) -> Option<Run> {
+    let binary = Redis::find_or_skip()?;
+    let mut redis = Redis::start(&binary);
+    let lab = LabConfig::default().quota(Quota::fixed(R, Duration::from_secs(1)));
+    let rate = format!("{R}/1s");
+    let url = redis.url();
+    let run = fleet_with(&lab, &["--rate", &rate], Some((url, name)), |lab| {
+        after_requests(lab, 24);
+        fault(&mut redis, lab);
+    });
+    let ideal = (PROCESSES * ITEMS) as f64 / f64::from(R);
+    let unavailable = run.stderr.matches("does not answer").count();
+    eprintln!(
+        "{PROCESSES} processes x {ITEMS} items, lab quota {R}/s, --rate {R}/1s, Redis {name} \
+         mid-batch: {} x 429 in {:.2?} ({:.2}x ideal); {unavailable} processes said Redis \
+         does not answer",
+        run.refused,
+        run.took,
+        run.took.as_secs_f64() / ideal,
+    );
+    Some(run)
+}
+
+#[test]
+fn eight_processes_ride_out_a_redis_restarted_empty() {
+    let Some(run) = failover("restarted", |redis, _| redis.restart()) else {
+        return;
+    };
+    // Each process says so at most once.
+    assert!(
+        run.stderr.matches("does not answer").count() <= PROCESSES,
+        "{}",
+        run.stderr
+    );
+    // Before the failover fix (a fresh local window on fallback, an empty
+    // log on return): 10-14 x 429 in half the runs.
+    assert!(run.refused <= 6, "{} x 429 after a restart", run.refused);
+}
+
+#[test]
+fn eight_processes_ride_out_a_redis_paused() {
+    let Some(run) = failover("paused", |redis, lab| {
+        let pid = redis.pid().to_string();
+        let stop = Command::new("kill").args(["-STOP", &pid]).status();
+        assert!(stop.unwrap().success());
+        // Paused until 12 more items went on the local paces (no fixed sleep).
+        let seen = lab.log().len();
+        after_requests(lab, seen + 12);
+        let cont = Command::new("kill").args(["-CONT", &pid]).status();
+        assert!(cont.unwrap().success());
+    }) else {
+        return;
+    };
+    assert!(
+        run.stderr.matches("does not answer").count() <= PROCESSES,
+        "{}",
+        run.stderr
+    );
+    // Left: a process that had more than its share just before the pause
+    // does not lend it to the others (measured 0-5).
+    assert!(run.refused <= 6, "{} x 429 after a pause", run.refused);
+}
+
+/// `polite get URL --redis REDIS_URL EXTRA...`: its exit code and stderr.
+fn get_through(redis_url: &str, lab: &LabHandle, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args([
+            "get",
+            &lab.url("/items/one"),
+            "--timeout",
+            "10s",
+            "--redis",
+            redis_url,
+        ])
+        .args(extra)
+        .env_remove("POLITE_REDIS_URL")
+        .env_remove("POLITE_REDIS_CA_CERT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[cfg(not(feature = "redis-tls"))]
+#[test]
+fn a_rediss_url_needs_the_redis_tls_feature() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let (code, err) = get_through("rediss://127.0.0.1:1/", &lab, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("redis-tls"), "{err}");
+    assert_eq!(lab.log().len(), 0);
+}
+
+#[cfg(feature = "redis-tls")]
+#[test]
+fn a_get_shares_its_pace_through_redis_over_tls() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert, key) = (made.cert.pem(), made.signing_key.serialize_pem());
+    let redis = Redis::start_tls(&binary, &cert, &key);
+    let url = redis.tls_url().unwrap();
+    let dir = std::env::temp_dir().join(format!("polite-cli-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &cert).unwrap();
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let ca_arg = ca.to_string_lossy().into_owned();
+    let (code, err) = get_through(&url, &lab, &["--redis-ca-cert", &ca_arg]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("does not answer"), "{err}");
+    // The fleet's state for the lab's origin is on the server.
+    let key = format!("polite:{{{}}}:st", lab.url("/").trim_end_matches('/'));
+    assert_eq!(redis.command(&["EXISTS", &key]), ":1", "{err}");
 }

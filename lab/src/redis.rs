@@ -28,6 +28,10 @@ use std::time::{Duration, Instant};
 pub struct Redis {
     child: Child,
     port: u16,
+    /// With [`start_tls`](Redis::start_tls): the TLS port.
+    tls_port: Option<u16>,
+    /// More options (a cluster node's).
+    extra: Vec<String>,
     dir: tempfile::TempDir,
     binary: PathBuf,
 }
@@ -83,19 +87,54 @@ impl Redis {
     #[must_use]
     pub fn start(binary: &Path) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = {
-            let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
-            l.local_addr().expect("its address").port()
-        };
-        let child = spawn(binary, port, dir.path());
+        let port = free_port();
+        let child = spawn(binary, port, None, dir.path(), &[]);
         let mut redis = Redis {
             child,
             port,
+            tls_port: None,
+            extra: Vec::new(),
             dir,
             binary: binary.to_owned(),
         };
         redis.wait_ready();
         redis
+    }
+
+    /// [`start`](Self::start), also serving TLS on a second loopback port
+    /// with this certificate and key (PEM; e.g. a self-signed one made by
+    /// the test): clients are not asked for certificates. The plain port
+    /// stays open for [`command`](Self::command); [`tls_url`](Self::tls_url)
+    /// is the `rediss://` one. Needs a redis-server built with TLS
+    /// (Debian's is).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), and when the files cannot be written.
+    #[must_use]
+    pub fn start_tls(binary: &Path, cert_pem: &str, key_pem: &str) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("tls.crt"), cert_pem).expect("cert written");
+        std::fs::write(dir.path().join("tls.key"), key_pem).expect("key written");
+        let (port, tls_port) = (free_port(), free_port());
+        let child = spawn(binary, port, Some(tls_port), dir.path(), &[]);
+        let mut redis = Redis {
+            child,
+            port,
+            tls_port: Some(tls_port),
+            extra: Vec::new(),
+            dir,
+            binary: binary.to_owned(),
+        };
+        redis.wait_ready();
+        redis
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT/` when started with
+    /// [`start_tls`](Self::start_tls).
+    #[must_use]
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port.map(|p| format!("rediss://127.0.0.1:{p}/"))
     }
 
     /// Kills the server and starts a new one on the same port, with no data
@@ -108,7 +147,13 @@ impl Redis {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn(&self.binary, self.port, self.dir.path());
+        self.child = spawn(
+            &self.binary,
+            self.port,
+            self.tls_port,
+            self.dir.path(),
+            &self.extra,
+        );
         self.wait_ready();
     }
 
@@ -160,14 +205,40 @@ impl Redis {
         self.try_command(args).expect("redis answers")
     }
 
+    /// Like [`command`](Self::command), for a bulk-string reply (e.g.
+    /// `CLUSTER INFO`): its whole text; other replies as `command`'s line.
+    ///
+    /// # Panics
+    ///
+    /// When the server cannot be reached.
+    #[must_use]
+    pub fn command_text(&self, args: &[&str]) -> String {
+        self.try_command_text(args).expect("redis answers")
+    }
+
+    fn try_command_text(&self, args: &[&str]) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        stream.write_all(frame(args).as_bytes()).ok()?;
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let Some(len) = line
+            .strip_prefix('$')
+            .and_then(|n| n.trim_end().parse::<usize>().ok())
+        else {
+            return Some(line.trim_end().to_owned());
+        };
+        let mut body = vec![0; len + 2];
+        std::io::Read::read_exact(&mut reader, &mut body).ok()?;
+        body.truncate(len);
+        String::from_utf8(body).ok()
+    }
+
     fn try_command(&self, args: &[&str]) -> Option<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        let mut frame = format!("*{}\r\n", args.len());
-        for a in args {
-            frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        stream.write_all(frame.as_bytes()).ok()?;
+        stream.write_all(frame(args).as_bytes()).ok()?;
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line).ok()?;
         Some(line.trim_end().to_owned())
@@ -180,9 +251,162 @@ impl Redis {
     }
 }
 
-/// redis-server on 127.0.0.1:`port`, loopback only, no persistence.
-fn spawn(binary: &Path, port: u16, dir: &Path) -> Child {
-    Command::new(binary)
+/// A command as a RESP array of bulk strings.
+fn frame(args: &[&str]) -> String {
+    let mut frame = format!("*{}\r\n", args.len());
+    for a in args {
+        frame.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    frame
+}
+
+/// A Redis Cluster of masters on loopback (no replicas), each node a
+/// [`Redis`] with cluster mode on, the 16,384 hash slots split evenly;
+/// every node is killed on drop.
+///
+/// ```no_run
+/// use polite_lab::redis::{Redis, RedisCluster};
+/// let Some(binary) = Redis::find_or_skip() else { return };
+/// let cluster = RedisCluster::start(&binary, 3);
+/// assert_eq!(cluster.urls().len(), 3);
+/// ```
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` nodes, assigns the slots (`CLUSTER ADDSLOTSRANGE`),
+    /// joins them (`CLUSTER MEET`) and waits until every node says
+    /// `cluster_state:ok` (Redis 7).
+    ///
+    /// # Panics
+    ///
+    /// When a node does not start, or the cluster is not ok within 20 s.
+    #[must_use]
+    pub fn start(binary: &Path, masters: u16) -> RedisCluster {
+        assert!(masters > 0, "a cluster needs a node");
+        let mut first_bus = 0;
+        let nodes: Vec<Redis> = (0..masters)
+            .map(|i| {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let (port, bus) = (free_port(), free_port());
+                if i == 0 {
+                    first_bus = bus;
+                }
+                let extra: Vec<String> = [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    &bus.to_string(),
+                ]
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+                let child = spawn(binary, port, None, dir.path(), &extra);
+                let mut node = Redis {
+                    child,
+                    port,
+                    tls_port: None,
+                    extra,
+                    dir,
+                    binary: binary.to_owned(),
+                };
+                node.wait_ready();
+                node
+            })
+            .collect();
+        let per = 16_384 / u32::from(masters);
+        for (i, node) in (0u32..).zip(&nodes) {
+            let first = i * per;
+            let last = if i + 1 == u32::from(masters) {
+                16_383
+            } else {
+                first + per - 1
+            };
+            let r = node.command(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &first.to_string(),
+                &last.to_string(),
+            ]);
+            assert_eq!(r, "+OK", "ADDSLOTSRANGE on {}", node.port);
+        }
+        for node in &nodes[1..] {
+            let r = node.command(&[
+                "CLUSTER",
+                "MEET",
+                "127.0.0.1",
+                &nodes[0].port.to_string(),
+                &first_bus.to_string(),
+            ]);
+            assert_eq!(r, "+OK", "MEET from {}", node.port);
+        }
+        let started = Instant::now();
+        while !nodes.iter().all(|n| {
+            n.try_command_text(&["CLUSTER", "INFO"])
+                .is_some_and(|i| i.contains("cluster_state:ok"))
+        }) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the cluster is not ok within 20 s:\n{}",
+                nodes[0].command_text(&["CLUSTER", "INFO"])
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisCluster { nodes }
+    }
+
+    /// Every node's `redis://127.0.0.1:PORT/`.
+    #[must_use]
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
+
+    /// The nodes (e.g. to count keys on each with `DBSIZE`).
+    #[must_use]
+    pub fn nodes(&self) -> &[Redis] {
+        &self.nodes
+    }
+
+    /// Kills node `i` (its slots are then served by nobody: no replicas).
+    ///
+    /// # Panics
+    ///
+    /// When there is no node `i`.
+    pub fn kill(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let _ = node.child.kill();
+        let _ = node.child.wait();
+    }
+}
+
+/// A free loopback port (free when asked).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("its address").port()
+}
+
+/// redis-server on 127.0.0.1:`port`, loopback only, no persistence; with
+/// `tls_port`, TLS there too, from `tls.crt` / `tls.key` in `dir`.
+fn spawn(binary: &Path, port: u16, tls_port: Option<u16>, dir: &Path, extra: &[String]) -> Child {
+    let mut command = Command::new(binary);
+    command.args(extra);
+    if let Some(tls) = tls_port {
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        command
+            .args(["--tls-port", &tls.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-key-file")
+            .arg(&key)
+            .arg("--tls-ca-cert-file")
+            .arg(&cert)
+            .args(["--tls-auth-clients", "no"]);
+    }
+    command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args([
             "--protected-mode",

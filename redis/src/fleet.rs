@@ -1,5 +1,6 @@
 //! [`RedisFleet`]: a [`Fleet`] on one Redis, with its worker thread.
 
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use polite_client::{Fleet, FleetBudget, FleetPace, FleetTerms, PaceKey};
 use polite_core::Notice;
 use polite_core::budget::RetryBucket;
 
+use crate::backend::Backend;
 use crate::pace::{RedisBudget, RedisPace};
 use crate::state::{BudgetView, FleetStats, KeyState, Shared, Tuning};
 
@@ -105,7 +107,8 @@ pub struct RedisFleet {
     shared: Arc<Shared>,
     prefix: String,
     size: u32,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker, and what tells that it has returned.
+    worker: Mutex<Option<(JoinHandle<()>, Receiver<()>)>>,
 }
 
 impl RedisFleet {
@@ -117,7 +120,69 @@ impl RedisFleet {
     ///
     /// [`FleetError`] for a bad URL or option, or no thread.
     pub fn new(url: &str, options: FleetOptions) -> Result<RedisFleet, FleetError> {
+        #[cfg(feature = "tls")]
+        if url.starts_with("rediss:") {
+            crate::tls::provider();
+        }
         let client = redis::Client::open(url).map_err(FleetError::Url)?;
+        Self::start(Backend::Single(client), options)
+    }
+
+    /// A fleet on a **Redis Cluster**, reached through any of `nodes`
+    /// (`redis://host:port`): each pace key's state lives on the node of
+    /// its hash slot (its two Redis keys share the hash tag
+    /// `{<pace key>}`), so every step is still one atomic script on one
+    /// node. Each call is bounded by [`FleetOptions::timeout`], without
+    /// redis-rs's own retries (a failed step makes the fleet pace locally,
+    /// as with one Redis). Instants are each node's `TIME`: keep the
+    /// nodes' clocks in sync (NTP). Feature `cluster`.
+    ///
+    /// ```no_run
+    /// use polite_redis::{FleetOptions, RedisFleet};
+    /// let nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"];
+    /// let fleet = RedisFleet::cluster(&nodes, FleetOptions::default())?;
+    /// assert!(fleet.is_up());
+    /// # Ok::<(), polite_redis::FleetError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Url`] for a node URL redis-rs does not accept;
+    /// otherwise as [`new`](Self::new).
+    #[cfg(feature = "cluster")]
+    pub fn cluster(nodes: &[&str], options: FleetOptions) -> Result<RedisFleet, FleetError> {
+        let backend = crate::backend::cluster(nodes, options.timeout).map_err(FleetError::Url)?;
+        Self::start(backend, options)
+    }
+
+    /// A fleet on the Redis at a `rediss://` `url` (TLS), trusting only
+    /// `root_pem` (PEM certificates: your own CA, a self-signed server's
+    /// certificate) instead of the system's roots. Feature `tls`.
+    ///
+    /// ```no_run
+    /// use polite_redis::{FleetOptions, RedisFleet};
+    /// let ca = std::fs::read("redis-ca.pem")?;
+    /// let fleet = RedisFleet::with_tls_root("rediss://redis.internal:6380/", FleetOptions::default(), &ca)?;
+    /// assert!(fleet.is_up());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new); [`FleetError::Url`] also for a URL that is
+    /// not `rediss://` or a root that does not parse.
+    #[cfg(feature = "tls")]
+    pub fn with_tls_root(
+        url: &str,
+        options: FleetOptions,
+        root_pem: &[u8],
+    ) -> Result<RedisFleet, FleetError> {
+        crate::tls::provider();
+        let client = crate::tls::client(url, root_pem).map_err(FleetError::Url)?;
+        Self::start(Backend::Single(client), options)
+    }
+
+    fn start(backend: Backend, options: FleetOptions) -> Result<RedisFleet, FleetError> {
         if options.timeout.is_zero() {
             return Err(FleetError::Option("timeout must be more than zero"));
         }
@@ -136,17 +201,19 @@ impl RedisFleet {
             ttl: options.ttl.max(Duration::from_millis(1)),
             poll: options.poll,
             flush_every: options.flush_every,
+            size: options.size.max(1),
         }));
         let for_worker = Arc::clone(&shared);
+        let (done, finished) = std::sync::mpsc::channel();
         let worker = std::thread::Builder::new()
             .name("polite-redis".into())
-            .spawn(move || crate::worker::run(&for_worker, &client))
+            .spawn(move || crate::worker::run(&for_worker, &backend, done))
             .map_err(FleetError::Thread)?;
         Ok(RedisFleet {
             shared,
             prefix: options.prefix,
             size: options.size.max(1),
-            worker: Mutex::new(Some(worker)),
+            worker: Mutex::new(Some((worker, finished))),
         })
     }
 
@@ -239,13 +306,16 @@ impl Fleet for RedisFleet {
     }
 
     fn take_notice(&self) -> Option<Notice> {
-        self.shared.lock().notice.take()
+        self.shared.lock().notices.pop_front()
     }
 }
 
 impl Drop for RedisFleet {
     /// Stops the worker after it has given back the unused permits and
-    /// shared the last changes (one bounded round trip per key).
+    /// shared the last changes (one round trip per key), waiting for that
+    /// at most the fleet's timeout: dropping a client on an async runtime's
+    /// thread never holds it longer, and with Redis down not at all. A
+    /// worker still talking then finishes on its own (each call bounded).
     fn drop(&mut self) {
         self.shared.lock().stop = true;
         self.shared.wake.notify_all();
@@ -254,8 +324,13 @@ impl Drop for RedisFleet {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(w) = worker {
-            let _ = w.join();
+        if let Some((w, finished)) = worker {
+            // Disconnected when the worker returns; a timeout detaches it.
+            if finished.recv_timeout(self.shared.tuning.timeout)
+                != Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            {
+                let _ = w.join();
+            }
         }
     }
 }

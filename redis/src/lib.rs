@@ -64,6 +64,24 @@
 //! window by default). Unused permits are given back (dropped handles,
 //! expired leases) or age out.
 //!
+//! ## TLS
+//!
+//! With feature **`tls`** (off by default), `rediss://` URLs connect
+//! over TLS: redis-rs's rustls, trusting the system's roots, or only a
+//! root of yours with `RedisFleet::with_tls_root`. Without it a
+//! `rediss://` URL is refused by [`RedisFleet::new`]. polite never turns
+//! TLS on for you.
+//!
+//! ## Redis Cluster
+//!
+//! With feature **`cluster`** (off by default), `RedisFleet::cluster`
+//! speaks to a Redis Cluster through redis-rs's synchronous cluster
+//! connection. A pace key's two Redis keys share the hash tag
+//! `{<pace key>}`, so each step is still one atomic script on the one node
+//! of its slot; each call is bounded by the fleet's timeout, without
+//! redis-rs's own retries. A node down makes the fleet pace locally, as
+//! one Redis down does.
+//!
 //! ## When Redis fails
 //!
 //! Every call is bounded by [`FleetOptions::timeout`] (connect, read,
@@ -76,9 +94,21 @@
 //! [`Notice::FleetUnavailable`](polite_core::Notice::FleetUnavailable)
 //! once; the worker tries again every [`FleetOptions::retry_every`] and,
 //! when Redis answers, [`Notice::FleetRestored`](polite_core::Notice::FleetRestored).
-//! A restarted Redis (scripts and data gone) gets the script again and
-//! starts an empty log. Redis only ever decides *when* a send may go:
-//! nothing is sent twice or lost because of it.
+//! A restarted Redis (scripts and data gone) gets the script again.
+//! Redis only ever decides *when* a send may go: nothing is sent twice or
+//! lost because of it.
+//!
+//! **No burst at a failover.** Each process keeps the instants of its own
+//! recent sends per key (a window and its hold). Falling back, its share
+//! counts the sends the fleet granted it just before (else every process
+//! would start a fresh local window on top of the fleet's). Coming back,
+//! the first step *seeds* the log with the sends made locally meanwhile,
+//! as grants made when they were sent; and if the log was lost (Redis
+//! restarted empty, the key evicted: the key's epoch, its state's birth
+//! instant, changed), with the process's earlier grants too, so the
+//! window is whole again before anything more is granted. Permits leased
+//! from a lost log are dropped, and their ids are never returned to the
+//! new one.
 //!
 //! ```no_run
 //! use polite_client::{Config, SharedFleet, Throttle};
@@ -101,10 +131,13 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod backend;
 mod fleet;
 mod pace;
 mod state;
 mod step;
+#[cfg(feature = "tls")]
+mod tls;
 mod worker;
 
 pub use fleet::{FleetError, FleetOptions, RedisFleet};

@@ -50,6 +50,7 @@ impl FleetPace for RedisPace {
             k.dirty_since.get_or_insert(now);
         }
         if k.stock.pop_front().is_some() {
+            k.note_send(now, false, &tuning);
             k.used += 1;
             k.asked_since = None;
             // Lease the next permits before they are asked for: when half
@@ -66,10 +67,37 @@ impl FleetPace for RedisPace {
             }
             return FleetGrant::Granted;
         }
-        k.wanted = (k.wanted + 1).min(tuning.max_lease);
-        let since = *k.asked_since.get_or_insert(now);
-        let stalled = now.saturating_duration_since(since) >= tuning.timeout;
-        if !up || stalled {
+        // Redis lost the log: no lease until it holds every process's
+        // recent sends again (one hold after its rebirth).
+        let recovering = up && k.recovering_until.is_some_and(|t| now < t);
+        let mut stalled = false;
+        if !recovering {
+            k.wanted = (k.wanted + 1).min(tuning.max_lease);
+            let since = *k.asked_since.get_or_insert(now);
+            stalled = now.saturating_duration_since(since) >= tuning.timeout;
+        }
+        if !up || stalled || recovering {
+            if up && stalled {
+                // Redis has not answered for the fleet's timeout: every
+                // key paces locally until it does, and the observer hears
+                // it now, with the first local send.
+                tracing::warn!(target: "polite", "fleet: Redis does not answer in time; pacing locally");
+                st.up = false;
+                st.tell(polite_core::Notice::FleetUnavailable);
+            }
+            // This process's share, counting what the fleet granted it
+            // just before: falling back is no licence to burst.
+            let Some(k) = st.keys.get_mut(&self.key) else {
+                return FleetGrant::Unavailable;
+            };
+            if let Some(Err((until, by))) = k.local_share(now, &tuning) {
+                drop(st);
+                self.shared.wake.notify_all();
+                return FleetGrant::Refused { until, by };
+            }
+            // Counted as sent: the local pace's own log holds no more than
+            // this (same share, a shorter window), so it grants too.
+            k.note_send(now, true, &tuning);
             st.stats.local += 1;
             drop(st);
             self.shared.wake.notify_all();

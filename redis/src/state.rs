@@ -42,6 +42,19 @@ impl ServerClock {
         }
     }
 
+    /// A guess without a round trip: the server's clock is this host's
+    /// wall clock (Redis' `TIME` is the Unix time of its host). Used only to
+    /// seed sends made before Redis ever answered.
+    pub(crate) fn from_wall() -> ServerClock {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        ServerClock {
+            mid: Instant::now(),
+            server_us: u64::try_from(since.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+
     /// The server instant of a monotonic instant.
     pub(crate) fn server(&self, t: Instant) -> u64 {
         let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
@@ -64,6 +77,8 @@ pub(crate) struct Tuning {
     pub(crate) ttl: Duration,
     pub(crate) poll: Duration,
     pub(crate) flush_every: Duration,
+    /// How many processes share the quota (the local fallback's share).
+    pub(crate) size: u32,
 }
 
 /// A key's view of the shared retry budget.
@@ -107,7 +122,22 @@ pub(crate) struct KeyState {
     pub(crate) budget: Option<BudgetView>,
     /// When the oldest change not shared yet was made.
     pub(crate) dirty_since: Option<Instant>,
+    /// This process's recent sends while a window may be in force (newest
+    /// last): fleet grants (`false`) and local sends Redis does not know of
+    /// yet (`true`). They bound the local fallback (this process's share
+    /// counts its sends just before Redis failed) and seed the log when
+    /// Redis answers again.
+    pub(crate) mine: VecDeque<(Instant, bool)>,
+    /// The key's epoch on Redis as last seen (0: none yet).
+    pub(crate) epoch: u64,
+    /// The next step must seed the log with [`mine`](Self::mine).
+    pub(crate) reseed: bool,
+    /// Redis lost the log: pace on the local share until then.
+    pub(crate) recovering_until: Option<Instant>,
 }
+
+/// The most sends [`KeyState::mine`] keeps (a window's worth is enough).
+const MINE_MAX: usize = 10_000;
 
 impl KeyState {
     /// Whether the key must go to Redis now (an ask, a cool-down, a new
@@ -118,6 +148,7 @@ impl KeyState {
             return false;
         }
         self.wanted > 0
+            || self.reseed
             || self.cool_push.is_some()
             || self.learnt != self.learnt_pushed
             || self.throttled > 0
@@ -127,13 +158,89 @@ impl KeyState {
             || (self.handles == 0 && self.dirty_since.is_some())
     }
 
+    /// The window in force and whether it was learnt: configured, else
+    /// learnt from the server (capped), as the step decides.
+    pub(crate) fn window_in_force(&self) -> Option<(u32, Duration, bool)> {
+        if self.limit > 0 && !self.window.is_zero() {
+            return Some((self.limit, self.window, false));
+        }
+        let (l, w) = self.learnt.filter(|_| self.learn_max > 0)?;
+        let l = u32::try_from(l).unwrap_or(u32::MAX).min(self.learn_max);
+        (l > 0 && !w.is_zero()).then_some((l, w, true))
+    }
+
+    /// Whether the fleet logs this key's grants (see `step.lua`).
+    fn logged(&self) -> bool {
+        self.limit > 0 || self.learn_max > 0
+    }
+
+    /// Notes a send at `now` (`local`: on the local pace), dropping the
+    /// sends that have aged out of every window the fleet holds them for.
+    pub(crate) fn note_send(&mut self, now: Instant, local: bool, tuning: &Tuning) {
+        if !self.logged() {
+            return;
+        }
+        self.forget_old(now, tuning);
+        // No window holds more: the configured or the largest learnable.
+        let cap = usize::try_from(self.limit.max(self.learn_max))
+            .unwrap_or(MINE_MAX)
+            .clamp(1, MINE_MAX);
+        while self.mine.len() >= cap {
+            self.mine.pop_front();
+        }
+        self.mine.push_back((now, local));
+        if local {
+            self.reseed = true;
+        }
+    }
+
+    /// Drops the sends older than the hold of the window in force.
+    pub(crate) fn forget_old(&mut self, now: Instant, tuning: &Tuning) {
+        if let Some((_, window, _)) = self.window_in_force() {
+            let hold = window + tuning.lease + tuning.margin;
+            while self.mine.front().is_some_and(|(t, _)| *t + hold <= now) {
+                self.mine.pop_front();
+            }
+        }
+    }
+
+    /// While Redis does not answer: whether this process may send at `now`
+    /// on its share of the window in force (the quota divided by the fleet
+    /// size, its sends granted by the fleet just before counted), or the
+    /// instant it may. `None`: no window, the local pace alone decides.
+    pub(crate) fn local_share(
+        &mut self,
+        now: Instant,
+        tuning: &Tuning,
+    ) -> Option<Result<(), (Instant, PaceLimit)>> {
+        let (limit, window, learned) = self.window_in_force()?;
+        self.forget_old(now, tuning);
+        let share = limit.div_ceil(tuning.size.max(1)).max(1) as usize;
+        if self.mine.len() < share {
+            return Some(Ok(()));
+        }
+        let hold = window + tuning.lease + tuning.margin;
+        let frees = self.mine[self.mine.len() - share].0 + hold;
+        let by = PaceLimit::Window {
+            limit: u32::try_from(share).unwrap_or(u32::MAX),
+            window,
+            learned,
+        };
+        Some(if frees > now {
+            Err((frees, by))
+        } else {
+            Ok(())
+        })
+    }
+
     pub(crate) fn touch(&mut self, now: Instant) {
         self.dirty_since.get_or_insert(now);
     }
 
     /// The step that shares this key's changes and asks for its permits.
     pub(crate) fn step(&self, clock: Option<ServerClock>, tuning: &Tuning) -> Step {
-        let want = if self.handles == 0 {
+        let recovering = self.recovering_until.is_some_and(|t| Instant::now() < t);
+        let want = if self.handles == 0 || recovering {
             0
         } else {
             self.wanted
@@ -164,7 +271,25 @@ impl KeyState {
             budget_delta: self.budget.map_or(0, |b| b.pending),
             ttl: tuning.ttl,
             returned: self.returned.clone(),
+            epoch: self.epoch,
+            seed_local: self.seeds(clock, true),
+            seed_granted: self.seeds(clock, false),
         }
+    }
+
+    /// The sends of [`mine`](Self::mine) to seed the log with (`local`
+    /// ones, or granted ones), in server µs; none unless
+    /// [`reseed`](Self::reseed).
+    fn seeds(&self, clock: Option<ServerClock>, local: bool) -> Vec<u64> {
+        if !self.reseed {
+            return Vec::new();
+        }
+        let clock = clock.unwrap_or_else(ServerClock::from_wall);
+        self.mine
+            .iter()
+            .filter(|(_, l)| *l == local)
+            .map(|(t, _)| clock.server(*t))
+            .collect()
     }
 }
 
@@ -197,10 +322,26 @@ pub(crate) struct State {
     pub(crate) up: bool,
     /// When the last round trip failed.
     pub(crate) down_since: Option<Instant>,
-    pub(crate) notice: Option<Notice>,
+    /// Notices not yet taken, oldest first (they alternate: unavailable,
+    /// restored, ...; at most a few flaps are kept, see [`State::tell`]).
+    pub(crate) notices: VecDeque<Notice>,
     pub(crate) stop: bool,
     pub(crate) clock: Option<ServerClock>,
     pub(crate) stats: FleetStats,
+}
+
+impl State {
+    /// Queues a notice for the observer. A change is never overwritten by
+    /// the next one before anyone took it (Redis paused and back between
+    /// two records must still say it was unavailable); a Redis that flaps
+    /// while nobody listens keeps at most two flaps (the oldest pair goes).
+    pub(crate) fn tell(&mut self, notice: Notice) {
+        self.notices.push_back(notice);
+        while self.notices.len() > 4 {
+            self.notices.pop_front();
+            self.notices.pop_front();
+        }
+    }
 }
 
 /// [`State`] behind a lock, and the worker's wake-up.
@@ -218,7 +359,7 @@ impl Shared {
                 keys: HashMap::new(),
                 up: true,
                 down_since: None,
-                notice: None,
+                notices: VecDeque::new(),
                 stop: false,
                 clock: None,
                 stats: FleetStats::default(),
@@ -248,5 +389,36 @@ mod tests {
         assert_eq!(c.local(4_999_000), t0);
         assert_eq!(c.server(c.mid + Duration::from_secs(1)), 6_000_000);
         assert_eq!(c.server(t0), 4_999_000);
+    }
+
+    #[test]
+    fn a_notice_is_not_overwritten_before_it_is_taken() {
+        let shared = Shared::new(Tuning {
+            timeout: Duration::from_millis(200),
+            lease: Duration::from_millis(100),
+            max_lease: 8,
+            margin: Duration::from_millis(50),
+            retry_every: Duration::from_millis(500),
+            ttl: Duration::from_secs(600),
+            poll: Duration::from_millis(2),
+            flush_every: Duration::from_millis(100),
+            size: 1,
+        });
+        let mut st = shared.lock();
+        st.tell(Notice::FleetUnavailable);
+        st.tell(Notice::FleetRestored);
+        assert_eq!(st.notices.pop_front(), Some(Notice::FleetUnavailable));
+        assert_eq!(st.notices.pop_front(), Some(Notice::FleetRestored));
+        assert_eq!(st.notices.pop_front(), None);
+        // Ten flaps nobody heard: the last two, still alternating.
+        for _ in 0..10 {
+            st.tell(Notice::FleetUnavailable);
+            st.tell(Notice::FleetRestored);
+        }
+        let left: Vec<_> = st.notices.drain(..).collect();
+        assert_eq!(
+            left,
+            [Notice::FleetUnavailable, Notice::FleetRestored].repeat(2)
+        );
     }
 }

@@ -23,11 +23,27 @@ local budget_cap = tonumber(ARGV[12])
 local budget_delta = tonumber(ARGV[13])
 local ttl = tonumber(ARGV[14])
 local throttled_sent = tonumber(ARGV[15])
+-- The key's epoch as the process last saw it (0: never), and how many
+-- send instants it seeds the log with: its local sends (while Redis did
+-- not answer), then its earlier grants (only if the log was lost).
+local epoch_seen = tonumber(ARGV[16])
+local n_local = tonumber(ARGV[17])
+local n_granted = tonumber(ARGV[18])
+local seeds_at = 19
+local returns_at = seeds_at + n_local + n_granted
 
--- Permits a process gives back unused.
-for i = 16, #ARGV do redis.call('ZREM', log, ARGV[i]) end
+local s = redis.call('HMGET', st, 'cool', 'ql', 'qw', 'ar', 'wmax', 'lt', 'mr', 'mc', 'mb', 'tat', 'bt', 'born')
+-- A key's state is born once; a different (or no) birth than the process
+-- saw means the log it was granted from is gone (restart, eviction).
+local born = tonumber(s[12] or '0')
+local lost = epoch_seen ~= 0 and born ~= epoch_seen
+if born == 0 then born = now end
 
-local s = redis.call('HMGET', st, 'cool', 'ql', 'qw', 'ar', 'wmax', 'lt', 'mr', 'mc', 'mb', 'tat', 'bt')
+-- Permits a process gives back unused (ids of a lost log mean nothing).
+if not lost then
+  for i = returns_at, #ARGV do redis.call('ZREM', log, ARGV[i]) end
+end
+
 local cool = tonumber(s[1] or '0')
 local ql, qw = tonumber(s[2] or '0'), tonumber(s[3] or '0')
 local ar, wmax, lt = tonumber(s[4] or '0'), tonumber(s[5] or '0'), tonumber(s[6] or '0')
@@ -82,6 +98,19 @@ if adaptive then
   end
 end
 
+-- Sends the log does not hold yet: a process's local sends while Redis
+-- did not answer, and after a loss its grants too. They count as grants
+-- made when they were sent (never later than now).
+if logged then
+  local last = seeds_at + n_local - 1
+  if lost then last = returns_at - 1 end
+  for i = seeds_at, last do
+    local at = math.min(tonumber(ARGV[i]), now)
+    local id = redis.call('HINCRBY', st, 'seq', 1)
+    redis.call('ZADD', log, string.format('%.0f', at), id)
+  end
+end
+
 local granted = 0
 local next_at = 0
 if cool > now then
@@ -131,7 +160,7 @@ if budget_cap > 0 then
   if tokens > budget_cap then tokens = budget_cap end
 end
 
-local fields = {'cool', cool, 'mr', tostring(mr), 'mc', mc, 'mb', mb}
+local fields = {'cool', cool, 'mr', tostring(mr), 'mc', mc, 'mb', mb, 'born', string.format('%.0f', born)}
 if ql > 0 then
   for _, v in ipairs({'ql', ql, 'qw', qw}) do fields[#fields + 1] = v end
 end
@@ -150,6 +179,6 @@ if logged then redis.call('PEXPIRE', log, math.max(ttl, math.ceil((window + extr
 
 local interval = 0
 if ar > 0 then interval = math.floor(1000000 / ar) end
-local out = {math.floor(now / 1000000), now % 1000000, math.floor(next_at), reason, limit, window, interval, tokens}
+local out = {math.floor(now / 1000000), now % 1000000, math.floor(next_at), reason, limit, window, interval, tokens, born}
 for i = 1, granted do out[#out + 1] = ids[i] end
 return out

@@ -59,6 +59,15 @@ pub struct Step {
     pub ttl: Duration,
     /// Permits given back unused.
     pub returned: Vec<u64>,
+    /// The key's epoch ([`StepReply::epoch`]) this process last saw (0:
+    /// none yet): another one means the log is lost.
+    pub epoch: u64,
+    /// Sends (server µs) this process made on its local pace while Redis
+    /// did not answer: the log counts them as grants made then.
+    pub seed_local: Vec<u64>,
+    /// This process's sends (server µs) granted by the fleet, counted
+    /// again only if the log was lost since [`epoch`](Self::epoch).
+    pub seed_granted: Vec<u64>,
 }
 
 /// What the script answered.
@@ -75,6 +84,9 @@ pub struct StepReply {
     pub refused_by: PaceLimit,
     /// The retry budget's tokens after this step (`None` without one).
     pub budget_tokens: Option<u32>,
+    /// The key state's birth (server µs): it changes only when Redis lost
+    /// the key (restarted empty, evicted, expired).
+    pub epoch: u64,
 }
 
 impl Step {
@@ -111,7 +123,13 @@ impl Step {
                     .unwrap_or(u64::MAX)
                     .max(1),
             )
-            .arg(self.throttled_sent_us);
+            .arg(self.throttled_sent_us)
+            .arg(self.epoch)
+            .arg(self.seed_local.len())
+            .arg(self.seed_granted.len());
+        for at in self.seed_local.iter().chain(&self.seed_granted) {
+            inv.arg(*at);
+        }
         for id in &self.returned {
             inv.arg(*id);
         }
@@ -126,7 +144,7 @@ impl Step {
 }
 
 fn parse(raw: &[i64]) -> Option<StepReply> {
-    let head = raw.get(..8)?;
+    let head = raw.get(..9)?;
     let secs = u64::try_from(head[0]).ok()?;
     let micros_part = u64::try_from(head[1]).ok()?;
     let next_us = u64::try_from(head[2]).ok()?;
@@ -148,7 +166,7 @@ fn parse(raw: &[i64]) -> Option<StepReply> {
         4 => PaceLimit::CoolDown,
         _ => PaceLimit::Unknown,
     };
-    let granted = raw[8..]
+    let granted = raw[9..]
         .iter()
         .map(|id| u64::try_from(*id).ok())
         .collect::<Option<Vec<u64>>>()?;
@@ -158,6 +176,7 @@ fn parse(raw: &[i64]) -> Option<StepReply> {
         next_us,
         refused_by,
         budget_tokens: u32::try_from(head[7]).ok(),
+        epoch: u64::try_from(head[8]).ok()?,
     })
 }
 
@@ -171,7 +190,8 @@ mod tests {
 
     #[test]
     fn replies_parse_and_bad_shapes_do_not() {
-        let r = parse(&[1_700_000_000, 250, 0, 1, 10, 1_000_000, 0, -1, 7, 8]).unwrap();
+        let r = parse(&[1_700_000_000, 250, 0, 1, 10, 1_000_000, 0, -1, 42, 7, 8]).unwrap();
+        assert_eq!(r.epoch, 42);
         assert_eq!(r.server_us, 1_700_000_000_000_250);
         assert_eq!(r.granted, vec![7, 8]);
         assert_eq!(r.budget_tokens, None);
@@ -184,8 +204,9 @@ mod tests {
             }
         );
         assert_eq!(parse(&[1, 2, 3]), None);
-        assert_eq!(parse(&[-1, 0, 0, 0, 0, 0, 0, 5]), None);
-        let cool = parse(&[1, 0, 9, 4, 0, 0, 0, 300]).unwrap();
+        assert_eq!(parse(&[-1, 0, 0, 0, 0, 0, 0, 5, 1]), None);
+        assert_eq!(parse(&[1, 0, 0, 0, 0, 0, 0, 5]), None, "no epoch");
+        let cool = parse(&[1, 0, 9, 4, 0, 0, 0, 300, 1]).unwrap();
         assert_eq!(
             (cool.refused_by, cool.budget_tokens),
             (PaceLimit::CoolDown, Some(300))

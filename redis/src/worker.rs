@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use polite_core::Notice;
 
+use crate::backend::{Backend, Conn};
 use crate::state::{ServerClock, Shared, State, Tuning};
 use crate::step::{Step, StepReply};
 
@@ -16,17 +17,28 @@ use crate::step::{Step, StepReply};
 struct Job {
     key: String,
     step: Step,
+    /// Whether the step seeds the log with this process's sends (those
+    /// made up to `built`).
+    reseeding: bool,
+    built: Instant,
 }
 
-/// Runs until the fleet stops, then shares what is left once.
-pub(crate) fn run(shared: &Arc<Shared>, client: &redis::Client) {
-    let mut conn: Option<redis::Connection> = None;
+/// Runs until the fleet stops, then shares what is left once (unless
+/// Redis is down). `_done` is dropped when it returns: the fleet's `Drop`
+/// waits for that, bounded.
+pub(crate) fn run(shared: &Arc<Shared>, backend: &Backend, _done: std::sync::mpsc::Sender<()>) {
+    let mut conn: Option<Conn> = None;
     loop {
         let (jobs, stopping) = {
             let mut st = shared.lock();
             loop {
                 let now = Instant::now();
                 let stopping = st.stop;
+                // Stopping with Redis down: nothing can be shared, and the
+                // fleet's owner must not wait for a retry.
+                if stopping && !st.up {
+                    break (Vec::new(), true);
+                }
                 let can_try = st.up
                     || st
                         .down_since
@@ -52,7 +64,7 @@ pub(crate) fn run(shared: &Arc<Shared>, client: &redis::Client) {
             }
         };
         for job in jobs {
-            let answer = round_trip(&mut conn, client, &shared.tuning, &job);
+            let answer = round_trip(&mut conn, backend, &shared.tuning, &job);
             if answer.is_err() {
                 conn = None;
             }
@@ -104,6 +116,8 @@ fn collect(st: &mut State, now: Instant, tuning: &Tuning, stopping: bool) -> Vec
         jobs.push(Job {
             key: key.clone(),
             step,
+            reseeding: k.reseed,
+            built: now,
         });
     }
     jobs
@@ -111,16 +125,13 @@ fn collect(st: &mut State, now: Instant, tuning: &Tuning, stopping: bool) -> Vec
 
 /// One step on the connection (made first if there is none).
 fn round_trip(
-    conn: &mut Option<redis::Connection>,
-    client: &redis::Client,
+    conn: &mut Option<Conn>,
+    backend: &Backend,
     tuning: &Tuning,
     job: &Job,
 ) -> redis::RedisResult<(StepReply, ServerClock)> {
     if conn.is_none() {
-        let c = client.get_connection_with_timeout(tuning.timeout)?;
-        c.set_read_timeout(Some(tuning.timeout))?;
-        c.set_write_timeout(Some(tuning.timeout))?;
-        *conn = Some(c);
+        *conn = Some(backend.connect(tuning.timeout)?);
     }
     let Some(c) = conn.as_mut() else {
         return Err(redis::RedisError::from((
@@ -129,7 +140,7 @@ fn round_trip(
         )));
     };
     let sent = Instant::now();
-    let reply = job.step.invoke(c, &job.key)?;
+    let reply = job.step.invoke(c.as_dyn(), &job.key)?;
     let back = Instant::now();
     let clock = ServerClock::measured(sent, back, reply.server_us);
     Ok((reply, clock))
@@ -150,9 +161,15 @@ fn apply(
             if st.up {
                 tracing::warn!(target: "polite", error = %e, "fleet: Redis does not answer; pacing locally");
                 st.up = false;
-                st.notice = Some(Notice::FleetUnavailable);
+                st.tell(Notice::FleetUnavailable);
             }
             st.down_since = Some(now);
+            // Redis may come back empty: every key seeds the log with this
+            // process's recent sends at its next step (the script keeps the
+            // granted ones only if the log was indeed lost).
+            for k in st.keys.values_mut() {
+                k.reseed = true;
+            }
             if let Some(k) = st.keys.get_mut(&job.key) {
                 k.in_flight = false;
             }
@@ -166,7 +183,7 @@ fn apply(
     if !st.up {
         tracing::info!(target: "polite", "fleet: Redis answers again");
         st.up = true;
-        st.notice = Some(Notice::FleetRestored);
+        st.tell(Notice::FleetRestored);
     }
     let Some(k) = st.keys.get_mut(&job.key) else {
         return;
@@ -210,9 +227,37 @@ fn apply(
     k.dirty_since = if pending { Some(now) } else { None };
     // A permit may be used until its lease ends on the server's clock,
     // less the half round trip this process cannot see.
+    // The log this process's permits came from is gone (restart, eviction):
+    // they mean nothing now; unless this step seeded it, the next one does.
+    let lost = k.epoch != 0 && reply.epoch != k.epoch;
+    if lost {
+        k.stock.clear();
+        // The other processes' sends of the last hold are gone with it and
+        // come back only as each one steps again: until one hold after the
+        // new log's birth, this process keeps to its local share.
+        if let Some((_, window, _)) = k.window_in_force() {
+            let hold = window + tuning.lease + tuning.margin;
+            k.recovering_until = Some(clock.local(reply.epoch) + hold);
+        }
+    }
+    let recovering = k.recovering_until.is_some_and(|t| now < t);
+    if job.reseeding {
+        // The local sends up to the step are in the log now, like grants.
+        for (t, local) in &mut k.mine {
+            if *t <= job.built {
+                *local = false;
+            }
+        }
+        k.reseed = k.mine.iter().any(|(_, local)| *local);
+        k.epoch = reply.epoch;
+    } else if lost {
+        k.reseed = true;
+    } else {
+        k.epoch = reply.epoch;
+    }
     let half_trip = now.saturating_duration_since(clock.mid);
     let until = clock.local(reply.server_us) + tuning.lease.saturating_sub(half_trip);
-    if k.handles == 0 {
+    if k.handles == 0 || recovering {
         k.returned.extend(reply.granted.iter().copied());
         if !k.returned.is_empty() {
             k.dirty_since.get_or_insert(now);
@@ -221,7 +266,7 @@ fn apply(
         k.stock.extend(reply.granted.iter().map(|id| (*id, until)));
         k.last_lease = u32::try_from(reply.granted.len()).unwrap_or(u32::MAX);
     }
-    if (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
+    if !recovering && (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
         let at = clock.local(reply.next_us);
         if at > now {
             k.not_before = Some((at, reply.refused_by));

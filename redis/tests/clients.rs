@@ -383,3 +383,105 @@ fn without_redis_each_process_paces_at_its_share_and_hears_once() {
     assert_eq!(polite_client::Fleet::take_notice(&*fleet), None, "once");
     assert!(fleet.stats().failures >= 1);
 }
+
+#[test]
+fn dropping_a_fleet_whose_redis_is_down_does_not_wait_for_a_retry() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fleet = RedisFleet::new(
+        &format!("redis://127.0.0.1:{port}/"),
+        FleetOptions {
+            retry_every: Duration::from_secs(30),
+            ..FleetOptions::default()
+        },
+    )
+    .unwrap();
+    let key = polite_client::PaceKey::new("http://127.0.0.1:1");
+    let mut pace = polite_client::Fleet::join(&fleet, &key, &polite_client::FleetTerms::default());
+    let _ = pace.acquire(Instant::now());
+    let started = Instant::now();
+    while fleet.is_up() {
+        assert!(started.elapsed() < Duration::from_secs(2), "never tried");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    pace.cool_down(Instant::now() + Duration::from_secs(1)); // something to share
+    drop(pace);
+    // Before: the worker waited for its next try (30 s here) to share it.
+    let started = Instant::now();
+    drop(fleet);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "drop took {took:?}");
+}
+
+#[test]
+fn falling_back_counts_the_sends_the_fleet_granted_just_before() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    // One permit per lease: at most one left unused when Redis stops.
+    let fleet = Arc::new(
+        RedisFleet::new(
+            &redis.url(),
+            FleetOptions {
+                prefix: "test:".into(),
+                size: 2,
+                max_lease: 1,
+                ..FleetOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    // 10 per 10 s for the fleet: a share of 5 per process while Redis is away.
+    let config = Config {
+        throttle: Some(Throttle::new(10, Duration::from_secs(10))),
+        fleet: Some(SharedFleet::from_arc(
+            Arc::clone(&fleet) as Arc<dyn polite_client::Fleet>
+        )),
+        ..Config::default()
+    };
+    let paces = polite_client::Paces::new(&config).unwrap();
+    let key = polite_client::PaceKey::new("http://127.0.0.1:1");
+    let pace = paces.get(&key, Instant::now());
+    let mut pace = pace.lock().unwrap();
+    let started = Instant::now();
+    let mut sent = 0;
+    // Three sends granted by Redis.
+    while sent < 3 {
+        assert!(started.elapsed() < Duration::from_secs(5), "no grant");
+        match polite_core::Pace::acquire(&mut *pace, Instant::now()) {
+            Ok(()) => sent += 1,
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    let pid = redis.pid().to_string();
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status();
+    assert!(stop.unwrap().success());
+    // Redis paused: ask until the pace refuses for longer than a poll
+    // while the fleet is down (the local share is spent), bounded.
+    let refused_until = loop {
+        assert!(started.elapsed() < Duration::from_secs(5), "never refused");
+        let now = Instant::now();
+        match polite_core::Pace::acquire(&mut *pace, now) {
+            Ok(()) => sent += 1,
+            Err(until) if !fleet.is_up() && until > now + Duration::from_secs(1) => break until,
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    };
+    let cont = std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status();
+    assert!(cont.unwrap().success());
+    // Redis granted 3 or 4 (a permit leased before the pause); the local
+    // pace made up the share of 10 / 2 = 5, no more. Before: the local
+    // throttle's empty log let 5 more go whatever the fleet had granted.
+    let granted = fleet.stats().used;
+    assert!((3..=4).contains(&granted), "{granted}");
+    assert_eq!(sent, 5, "this process's share, {granted} of it from Redis");
+    assert!(refused_until > started + Duration::from_secs(9));
+}

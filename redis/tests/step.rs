@@ -305,3 +305,69 @@ fn cool_downs_learnt_quotas_adaptive_rate_and_budget_are_shared() {
     let ms: i64 = ttl.trim_start_matches(':').parse().unwrap();
     assert!((1..=60_000).contains(&ms), "{ttl}");
 }
+
+#[test]
+fn sends_made_while_redis_did_not_answer_seed_the_log_and_a_lost_log_gets_the_grants_too() {
+    let Some((mut server, client)) = redis() else {
+        return;
+    };
+    let mut conn = client.get_connection().unwrap();
+    let key = "test:{seed}";
+    let base = Step {
+        want: 2,
+        limit: 5,
+        window: Duration::from_secs(10),
+        ttl: Duration::from_secs(60),
+        ..Step::default()
+    };
+    let first = base.invoke(&mut conn, key).unwrap();
+    assert_eq!(first.granted.len(), 2);
+    assert!(first.epoch > 0);
+    let epoch = first.epoch;
+    let t = first.server_us;
+    // Two local sends (Redis "paused"): counted, with the two grants the
+    // log already holds (not counted twice): one slot left of five.
+    let back = Step {
+        want: 5,
+        epoch,
+        seed_local: vec![t + 1, t + 2],
+        seed_granted: vec![t, t],
+        ..base.clone()
+    };
+    let r = back.invoke(&mut conn, key).unwrap();
+    assert_eq!((r.granted.len(), r.epoch), (1, epoch));
+
+    // Restarted empty: an ask that seeds nothing sees a new epoch (and its
+    // returned ids, of the old log, free nothing).
+    server.restart();
+    let mut conn = client.get_connection().unwrap();
+    let unaware = Step {
+        want: 0,
+        epoch,
+        returned: vec![1, 2],
+        ..base.clone()
+    };
+    let r = unaware.invoke(&mut conn, key).unwrap();
+    assert_ne!(r.epoch, epoch, "a lost key has a new epoch");
+    // The seeding step (with the old epoch) counts the local sends and the
+    // grants: 2 + 3 of 5, nothing left.
+    let seeded = Step {
+        want: 1,
+        epoch,
+        seed_local: vec![t + 1, t + 2],
+        seed_granted: vec![t, t, t + 3],
+        ..base.clone()
+    };
+    let r2 = seeded.invoke(&mut conn, key).unwrap();
+    assert_eq!(r2.granted.len(), 0, "{r2:?}");
+    assert_eq!(r2.epoch, r.epoch);
+    // Seeding again with the current epoch counts only local sends.
+    let fresh = Step {
+        want: 1,
+        epoch: r.epoch,
+        seed_granted: vec![t; 5],
+        limit: 6,
+        ..base
+    };
+    assert_eq!(fresh.invoke(&mut conn, key).unwrap().granted.len(), 1);
+}
