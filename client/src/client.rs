@@ -18,10 +18,11 @@ use polite_core::{
 };
 
 use crate::answer::HttpAnswer;
+use crate::batch_paces::{BatchPaces, PaceSlot};
 use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
-use crate::io::HttpIo;
+use crate::io::{Failure, HttpIo};
 use crate::meter::CallMeter;
 use crate::options::CallOptions;
 use crate::pace::ClientPace;
@@ -87,10 +88,14 @@ impl<R, T> Clone for Client<R, T> {
 /// ```
 #[must_use]
 pub fn request_info(id: u64, request: &http::Request<Bytes>) -> RequestInfo {
-    let info = RequestInfo::new(
+    let mut info = RequestInfo::new(
         RequestId(id),
         Method::parse(request.method().as_str().as_bytes()),
     );
+    // A batch item's key, numbered as the batch pulled it.
+    if let Some(PaceSlot(slot)) = request.extensions().get::<PaceSlot>() {
+        info = info.with_pace_slot(*slot);
+    }
     if request.headers().contains_key("idempotency-key") {
         info.with_idempotency_key()
     } else {
@@ -316,14 +321,22 @@ where
 
     /// Many logical requests under one shared deadline (the configured
     /// timeout), at most `concurrency` in flight, every attempt through the
-    /// client's shared pace; an item that ends `RateLimited` is restarted
-    /// after the server's time while the deadline allows. Results come back
-    /// in input order, one per request.
+    /// client's shared pace of its own key; an item that ends `RateLimited`
+    /// is restarted after the server's time while the deadline allows.
+    /// Results come back in input order, one per request.
     ///
-    /// The batch runs under the client's timeout and retry rules, paced by
-    /// the pace of its first request (its origin, or the key its
-    /// [`CallOptions`] name): the items of one batch share one pace even
-    /// when they go to several hosts.
+    /// The batch runs under the client's timeout and retry rules. **Each
+    /// item is paced by its own key** (SPEC §4.2): its origin (or what
+    /// [`PaceBy`](crate::PaceBy) says), or the key its [`CallOptions`]
+    /// name — set the same key on every request to pace a whole batch as
+    /// one. A 429 with `Retry-After` from one origin cools that origin's
+    /// pace only: the items for other origins go on meanwhile, and a learnt
+    /// `RateLimit` quota, the adaptive rate and the retry budget
+    /// ([`Config::retry_budget`](crate::Config::retry_budget)) are per key
+    /// too, shared with the client's other calls to that key. An item held
+    /// back by its key's pace does not hold back other keys' items within
+    /// the batch's window of 4 × `concurrency` items; a key whose pace
+    /// cannot grant before the deadline ends its own items `Starved`.
     ///
     /// # Errors
     ///
@@ -355,8 +368,9 @@ where
     /// however many requests there are (a 10-million-line file, an endless
     /// iterator), and the first results arrive while the batch runs.
     /// Otherwise as [`batch`](Self::batch): one deadline (the configured
-    /// timeout, from now), `concurrency` in flight, the shared pace, the
-    /// retry budget, restarts after the server's time.
+    /// timeout, from now), `concurrency` in flight, each item paced (and
+    /// its retries budgeted) by its own key, restarts after the server's
+    /// time.
     ///
     /// In [`BatchOrder::Input`] (the default) results come out in input
     /// order through a reorder window of [`BatchOrder::window`] items; in
@@ -627,8 +641,8 @@ where
         let mut source = requests.into_iter().peekable();
         let clock = R::clock();
         let now = clock.now();
-        // One pace for the batch: its first request's (see `batch`).
         let paces = &self.shared.paces;
+        // The call's metrics are labelled with its first request's key.
         let key = source.peek().map_or_else(
             || PaceKey::new(""),
             |first| {
@@ -638,20 +652,34 @@ where
             },
         );
         let first = crate::stream::reserve_ids(&self.shared.ids);
-        let pace = paces.get(&key, now);
-        let meter = CallMeter::start("batch", &key, &pace, now);
+        let meter = CallMeter::start("batch", &key, &paces.get(&key, now), now);
+        // One pace (and retry budget) per key (SPEC §4.2): each request's
+        // key is numbered as it is pulled, and given back when it ends.
+        let keyed = BatchPaces::new(paces, meter.clone());
         let mut machine = BatchMachine::streaming(
             config.batch_policy(),
             self.rng(first),
-            meter.pace(pace),
+            keyed.clone(),
             now,
             config.timeout,
         )?
-        .with_budget(paces.budget(&key, now))
+        .with_budget(keyed.clone())
         .rate_limit_headers(config.rate_limit_headers);
+        let numbering = keyed.clone();
+        let mut pulled = 0u32;
+        let source = source.map(move |mut request| {
+            numbering.assign(pulled, &mut request, R::clock().now());
+            pulled = pulled.wrapping_add(1);
+            request
+        });
         let (out, gate, sink) = crate::stream::channel(order, config.concurrency);
         let pull_gate = sink.gate();
-        let sink = sink.into_fn::<R>(now);
+        let mut sink = sink.into_fn::<R>(now);
+        let sink: Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send + 'c> =
+            Box::new(move |item, outcome, answer, failure| {
+                keyed.release(item);
+                sink(item, outcome, answer, failure);
+            });
         let end = Arc::clone(&out);
         let drive = async move {
             let mut io = HttpIo::pulling(

@@ -33,6 +33,7 @@
 
 mod answer;
 pub mod api;
+mod batch_paces;
 mod classify;
 mod client;
 mod config;

@@ -337,6 +337,11 @@ where
                     sends += 1;
                     flying.push((plan.id, Box::pin(io.send(&plan))));
                 }
+                // Deciding may have made room for items (a keyed batch's
+                // items held back by their key's pace do not count as
+                // starting): take them before waiting, so that a busy key
+                // does not hold back the others.
+                Action::SleepUntil(_) if !closed && !later && machine.wants_items() > 0 => {}
                 Action::SleepUntil(t) => break t,
                 Action::Stop(outcome) => {
                     hand_out(machine, io, &mut answers);

@@ -254,7 +254,7 @@ mod retry;
 pub mod retry_after;
 mod rng;
 
-pub use batch::{BatchMachine, BatchPolicy};
+pub use batch::{BatchMachine, BatchPolicy, BudgetSet};
 pub use decide::deadline_after;
 pub use input::{Event, Reply, Response, RetryClass, SendId, TransportErrorKind};
 pub use machine::Machine;
@@ -262,6 +262,7 @@ pub use outcome::Outcome;
 pub use output::{Action, Notice, SendPlan};
 pub use pace::interface::Pace;
 pub use pace::paced::Paced;
+pub use pace::set::PaceSet;
 pub use pace::throttle::RateThrottle;
 pub use policy::retry::RetryPolicy;
 pub use poll::machine::PollMachine;

@@ -115,6 +115,10 @@ pub struct RequestInfo {
     /// arrives when the session is at another generation ends the request as
     /// [`Outcome::Stale`](crate::Outcome::Stale) and is not delivered.
     pub generation: Option<u64>,
+    /// Which pace of a [`PaceSet`](crate::PaceSet) paces this request in a
+    /// [`BatchMachine`](crate::BatchMachine) (its origin's, its API key's:
+    /// the caller numbers its keys). 0 by default; other machines ignore it.
+    pub pace_slot: u32,
 }
 
 impl RequestInfo {
@@ -127,6 +131,7 @@ impl RequestInfo {
             idempotency_key: false,
             body_replayable: true,
             generation: None,
+            pace_slot: 0,
         }
     }
 
@@ -148,6 +153,20 @@ impl RequestInfo {
     #[must_use]
     pub const fn with_generation(mut self, generation: u64) -> RequestInfo {
         self.generation = Some(generation);
+        self
+    }
+
+    /// Puts the request under pace slot `slot` (see
+    /// [`pace_slot`](Self::pace_slot)).
+    ///
+    /// ```
+    /// use polite_core::{Method, RequestId, RequestInfo};
+    /// let r = RequestInfo::new(RequestId(1), Method::Get).with_pace_slot(2);
+    /// assert_eq!(r.pace_slot, 2);
+    /// ```
+    #[must_use]
+    pub const fn with_pace_slot(mut self, slot: u32) -> RequestInfo {
+        self.pace_slot = slot;
         self
     }
 

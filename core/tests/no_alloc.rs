@@ -376,3 +376,39 @@ fn batch_steps_allocate_nothing() {
         "{decisions} decisions"
     );
 }
+
+#[test]
+fn keyed_batch_steps_allocate_nothing() {
+    // Items over three keys, each with its own throttle (SPEC §4.2): the
+    // per-key refusals live in room reserved at construction.
+    let t0 = origin();
+    let requests: Vec<_> = (0..32)
+        .map(|i| RequestInfo::new(RequestId(i), Method::Get).with_pace_slot((i % 3) as u32))
+        .collect();
+    let policy = BatchPolicy {
+        retry: roomy(),
+        concurrency: 6,
+        max_restarts: 2,
+    };
+    let throttle = || RateThrottle::new(4, Duration::from_secs(1)).unwrap();
+    let mut b = BatchMachine::new(
+        policy,
+        requests,
+        SplitMix64::new(4),
+        [throttle(), throttle(), throttle()],
+        t0,
+        Duration::from_secs(1_000_000),
+    )
+    .unwrap();
+    let answer = |n: u32, id| match n % 3 {
+        0 => Event::Response(Response::new(id, 429, WALL).retry_after(b"1")),
+        1 => Event::Response(Response::new(id, 503, WALL)),
+        _ => Event::TransportError(id, TransportErrorKind::Reset),
+    };
+    let (n, decisions) = allocations(|| drive(&mut b, 1000, answer));
+    assert_eq!(n, 0, "{n} allocations over {decisions} decisions");
+    assert!(
+        decisions > 1000 && b.outcome().is_none(),
+        "{decisions} decisions"
+    );
+}

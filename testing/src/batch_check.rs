@@ -1,7 +1,7 @@
 //! [`BatchChecker`]: the invariants of a [`BatchMachine`](polite_core::BatchMachine),
 //! checked on its stream of inputs and outputs independently of its logic.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::{Violation, class_index, oracle, server_time, unknown, violation};
@@ -33,6 +33,16 @@ use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, 
 ///   sends in any half-open window) and `cool-down` (no send before the end
 ///   of a cool-down started by a rate-limited answer with a valid
 ///   `Retry-After`, clamped to `retry_after.min..=max`);
+/// * with [`throttled_per_key`](Self::throttled_per_key) (one throttle per
+///   [`pace_slot`](RequestInfo::pace_slot), SPEC §4.2): `rate` and
+///   `cool-down` per key (a cool-down from one key's answer holds that
+///   key's items only), `head-of-line` (the batch never waits, with room
+///   in flight, while an item never sent — within its lookahead of
+///   4 × `concurrency` items from the oldest one not yet started — belongs
+///   to a key that is *plainly free*: no rate-limited answer or rate-limit
+///   header seen for it, and fewer than `limit` of its sends within the
+///   last window plus SPEC's 50 ms margin) and `starved-key` (an item
+///   never ends `Starved` while its own key is plainly free);
 /// * through [`outcomes`](Self::outcomes): `outcome-changed` (an item's
 ///   outcome, once set, never changes), `item-unfinished` (at `Stop` every
 ///   item has one), `late-success` (an item answered at or after the
@@ -96,6 +106,34 @@ pub struct BatchChecker {
     cool_until: Option<Instant>,
     recent: VecDeque<Instant>,
     outcomes: Vec<Option<Outcome>>,
+    /// Each item's pace slot, and whether each slot has a throttle of its
+    /// own (`throttled_per_key`), and what the checker knows of each.
+    slots: Vec<u32>,
+    keyed: bool,
+    keys: BTreeMap<u32, Key>,
+    /// The instant of the batch's latest `SleepUntil`, until its next
+    /// action or input (the `head-of-line` rule looks at it).
+    sleeping: Option<Instant>,
+}
+
+/// SPEC §4: a refused throttle answers "when the oldest send ages out,
+/// plus 50 ms".
+const MARGIN: Duration = Duration::from_millis(50);
+
+/// `BatchMachine`'s documented lookahead: 4 × `concurrency` items from the
+/// oldest one not yet started.
+const LOOKAHEAD: u32 = 4;
+
+/// What the checker knows of one key's throttle.
+#[derive(Clone, Debug, Default)]
+struct Key {
+    cool_until: Option<Instant>,
+    /// Its sends within the last window plus the margin.
+    sent: VecDeque<Instant>,
+    /// It heard something that may slow it down in ways the checker does
+    /// not model (a rate-limited answer: the cool-down until the item's
+    /// own jittered backoff; rate-limit headers: a pause or a quota).
+    tainted: bool,
 }
 
 impl BatchChecker {
@@ -141,6 +179,10 @@ impl BatchChecker {
             cool_until: None,
             recent: VecDeque::new(),
             outcomes: vec![None; n],
+            slots: requests.iter().map(|r| r.pace_slot).collect(),
+            keyed: false,
+            keys: BTreeMap::new(),
+            sleeping: None,
         }
     }
 
@@ -160,11 +202,7 @@ impl BatchChecker {
     /// assert_eq!(c.sends(), 0);
     /// ```
     #[must_use]
-    pub fn for_machine<
-        R: rand_core::Rng,
-        P: polite_core::Pace,
-        B: polite_core::budget::RetryBudget,
-    >(
+    pub fn for_machine<R: rand_core::Rng, P: polite_core::PaceSet, B: polite_core::BudgetSet>(
         batch: &polite_core::BatchMachine<R, P, B>,
     ) -> BatchChecker {
         let requests: Vec<RequestInfo> = (0..batch.len())
@@ -195,6 +233,91 @@ impl BatchChecker {
     pub fn throttled(mut self, limit: u32, window: Duration) -> BatchChecker {
         self.throttle = Some((limit, window));
         self
+    }
+
+    /// The batch's pace is one [`RateThrottle`](polite_core::RateThrottle)
+    /// of `limit` per `window` per key (e.g. `[RateThrottle; N]`, slot `i`
+    /// for the items whose [`pace_slot`](RequestInfo::pace_slot) is `i`),
+    /// each used by this batch only: check `rate` and `cool-down` per key,
+    /// and `head-of-line` and `starved-key`.
+    ///
+    /// ```
+    /// # use polite_testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Event, Method, Outcome, RequestId, RequestInfo, SendId, SendPlan};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// # let send = |item| Action::Send(SendPlan { id: SendId { item, attempt: 0 }, request: RequestId(1),
+    /// #     abort_at: deadline + policy.retry.transport_cushion, long_poll: None });
+    /// let requests: Vec<_> = (0..3)
+    ///     .map(|i| RequestInfo::new(RequestId(i), Method::Get).with_pace_slot((i % 2) as u32))
+    ///     .collect();
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline)
+    ///     .throttled_per_key(1, Duration::from_secs(1));
+    /// c.output(t0, &send(0)).unwrap(); // key 0
+    /// // Waiting while item 1 (key 1, never sent, free) could go:
+    /// c.output(t0, &Action::SleepUntil(deadline)).unwrap();
+    /// assert_eq!(c.outcomes(&[None, None, None]).unwrap_err().rule, "head-of-line");
+    /// c.output(t0, &send(1)).unwrap(); // key 1: its own window
+    /// assert_eq!(c.output(t0, &send(2)).unwrap_err().rule, "rate"); // key 0 again
+    /// ```
+    #[must_use]
+    pub fn throttled_per_key(mut self, limit: u32, window: Duration) -> BatchChecker {
+        self.throttle = Some((limit, window));
+        self.keyed = true;
+        self
+    }
+
+    /// Whether key `slot` is plainly free at `now` (see `head-of-line`).
+    fn plainly_free(&self, slot: u32, now: Instant) -> bool {
+        let Some((limit, window)) = self.throttle else {
+            return false;
+        };
+        let Some(key) = self.keys.get(&slot) else {
+            return true; // never sent, never heard of
+        };
+        let recent = key
+            .sent
+            .iter()
+            .filter(|t| {
+                t.checked_add(window)
+                    .and_then(|e| e.checked_add(MARGIN))
+                    .is_none_or(|e| e > now)
+            })
+            .count();
+        !key.tainted && key.cool_until.is_none_or(|c| c <= now) && recent < limit as usize
+    }
+
+    /// The `head-of-line` rule, after the batch chose to wait at `now`.
+    fn check_head_of_line(&self, now: Instant) -> Result<(), Violation> {
+        if !self.keyed
+            || self.cancelled
+            || self.stopped.is_some()
+            || now >= self.deadline
+            || self.in_flight >= self.policy.concurrency
+        {
+            return Ok(());
+        }
+        let waiting = |k: &usize| self.sends[*k] == 0 && self.outcomes[*k].is_none();
+        let Some(oldest) = (0..self.outcomes.len()).find(waiting) else {
+            return Ok(());
+        };
+        let reach = self.policy.concurrency.saturating_mul(LOOKAHEAD) as usize;
+        let end = oldest.saturating_add(reach).min(self.outcomes.len());
+        if let Some(k) = (oldest..end)
+            .filter(waiting)
+            .find(|&k| self.plainly_free(self.slots[k], now))
+        {
+            return violation(
+                "head-of-line",
+                format!(
+                    "waiting with {} in flight while item {k} of free key {} could go",
+                    self.in_flight, self.slots[k]
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// The most sends seen in flight at once.
@@ -297,17 +420,33 @@ impl BatchChecker {
             }
             Event::Tick => return,
             Event::Response(r) => {
+                let item = r.id.item as usize;
+                let rate_limited = oracle::class_of(retry, r) == Some(RetryClass::RateLimited);
+                let slot = self.slots.get(item).copied();
+                if self.keyed
+                    && let Some(slot) = slot
+                    && (rate_limited || !r.rate_limit.is_empty() || r.retry_after_ms.is_some())
+                {
+                    self.keys.entry(slot).or_default().tainted = true;
+                }
                 if let Some(v) = r.retry_after
                     && let Some(d) = server_time::asked(v, r.date, r.wall_clock)
                 {
                     if self.throttle.is_some()
-                        && oracle::class_of(retry, r) == Some(RetryClass::RateLimited)
+                        && rate_limited
                         && let Some(until) =
                             now.checked_add(d.clamp(retry.retry_after.min, retry.retry_after.max))
                     {
-                        self.cool_until = Some(self.cool_until.map_or(until, |c| c.max(until)));
+                        let cool = if self.keyed {
+                            // The answered item's key only (an unknown item: none).
+                            slot.map(|s| &mut self.keys.entry(s).or_default().cool_until)
+                        } else {
+                            Some(&mut self.cool_until)
+                        };
+                        if let Some(c) = cool {
+                            *c = Some(c.map_or(until, |c| c.max(until)));
+                        }
                     }
-                    let item = r.id.item as usize;
                     if self.flying.get(item) == Some(&Some(r.id)) {
                         self.not_before[item] = now.checked_add(d.max(retry.retry_after.min));
                         self.over_cap[item] = d > retry.retry_after.auto_wait_cap;
@@ -362,6 +501,10 @@ impl BatchChecker {
         if self.cancelled && *action != Action::Stop(Outcome::Cancelled) {
             return violation("cancel", format!("{action:?} after Cancel"));
         }
+        self.sleeping = match action {
+            Action::SleepUntil(_) => Some(now),
+            _ => None,
+        };
         match *action {
             Action::Stop(o) => {
                 self.stopped = Some(o);
@@ -439,7 +582,42 @@ impl BatchChecker {
                         format!("item {item} sent {:?} before the server's time", nb - now),
                     );
                 }
-                if let Some((limit, window)) = self.throttle {
+                if let Some((limit, window)) = self.throttle
+                    && self.keyed
+                {
+                    let key = self.keys.entry(self.slots[item]).or_default();
+                    if let Some(c) = key.cool_until
+                        && now < c
+                    {
+                        return violation(
+                            "cool-down",
+                            format!("{plan:?} {:?} before its key's cool-down ends", c - now),
+                        );
+                    }
+                    while key.sent.front().is_some_and(|t| {
+                        t.checked_add(window)
+                            .and_then(|e| e.checked_add(MARGIN))
+                            .is_some_and(|e| e <= now)
+                    }) {
+                        key.sent.pop_front();
+                    }
+                    let in_window = key
+                        .sent
+                        .iter()
+                        .filter(|t| t.checked_add(window).is_none_or(|e| e > now))
+                        .count();
+                    if in_window >= limit as usize {
+                        return violation(
+                            "rate",
+                            format!(
+                                "{} sends of key {} within one window of {window:?}",
+                                limit + 1,
+                                self.slots[item]
+                            ),
+                        );
+                    }
+                    key.sent.push_back(now);
+                } else if let Some((limit, window)) = self.throttle {
                     if let Some(c) = self.cool_until
                         && now < c
                     {
@@ -506,12 +684,16 @@ impl BatchChecker {
                 format!("{} outcomes for {} items", items.len(), self.outcomes.len()),
             );
         }
+        let mut starved = Vec::new();
         for (k, (seen, now)) in self.outcomes.iter_mut().zip(items).enumerate() {
             if seen.is_some() && seen != now {
                 return violation(
                     "outcome-changed",
                     format!("item {k}: {seen:?} then {now:?}"),
                 );
+            }
+            if seen.is_none() && matches!(now, Some(Outcome::Starved { .. })) {
+                starved.push(k);
             }
             *seen = *now;
             if let Some(Outcome::Starved { until, .. }) = now
@@ -533,6 +715,20 @@ impl BatchChecker {
                     format!("item {k} answered at/after the deadline ended {o:?}"),
                 );
             }
+        }
+        if self.keyed
+            && let Some(at) = self.now
+            && let Some(&k) = starved
+                .iter()
+                .find(|&&k| self.plainly_free(self.slots[k], at))
+        {
+            return violation(
+                "starved-key",
+                format!("item {k} starved while its key {} was free", self.slots[k]),
+            );
+        }
+        if let Some(at) = self.sleeping {
+            self.check_head_of_line(at)?;
         }
         let Some(stop) = self.stopped else {
             return Ok(());

@@ -54,11 +54,11 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::{BatchChecker, Checker, PollChecker, Step, Trace, Violation, violation};
-use polite_core::budget::RetryBudget;
+use polite_core::BudgetSet;
 use polite_core::poll::JobReport;
 use polite_core::record::AttemptRecord;
 use polite_core::{
-    Action, BatchMachine, Event, Machine, Notice, Outcome, Pace, Response, RetryClass, SendId,
+    Action, BatchMachine, Event, Machine, Notice, Outcome, PaceSet, Response, RetryClass, SendId,
     TransportErrorKind,
 };
 
@@ -566,7 +566,7 @@ impl<M: ?Sized> Invariants<M> for PollChecker {
     }
 }
 
-impl<R: rand_core::Rng, P: Pace, B: RetryBudget> Invariants<BatchMachine<R, P, B>>
+impl<R: rand_core::Rng, P: PaceSet, B: BudgetSet> Invariants<BatchMachine<R, P, B>>
     for BatchChecker
 {
     fn input(&mut self, now: Instant, event: &Event<'_>) {
@@ -580,7 +580,7 @@ impl<R: rand_core::Rng, P: Pace, B: RetryBudget> Invariants<BatchMachine<R, P, B
     }
 }
 
-impl<R: rand_core::Rng, P: Pace, B: RetryBudget> Invariants<&mut BatchMachine<R, P, B>>
+impl<R: rand_core::Rng, P: PaceSet, B: BudgetSet> Invariants<&mut BatchMachine<R, P, B>>
     for BatchChecker
 {
     fn input(&mut self, now: Instant, event: &Event<'_>) {

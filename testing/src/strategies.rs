@@ -756,3 +756,88 @@ pub fn timeout() -> impl Strategy<Value = Duration> {
     ]
     .prop_map(Duration::from_millis)
 }
+
+// ---------------------------------------------------------------------------
+// Keyed batches (SPEC §4.2): items paced by their own key's pace.
+// ---------------------------------------------------------------------------
+
+/// Requests for a batch whose items go to `keys` keys (origins): ids
+/// `0..len` in order, each a GET (4 in 5) or a POST, with a
+/// [`pace_slot`](RequestInfo::pace_slot) in `0..keys` — runs of one key
+/// and mixes alike. Pair with a [`PaceSet`](polite_core::PaceSet) of
+/// `keys` paces and
+/// [`BatchChecker::throttled_per_key`](crate::BatchChecker::throttled_per_key).
+///
+/// ```
+/// use polite_testing::strategies;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let requests = strategies::keyed_requests(8..9, 3).new_tree(&mut runner).unwrap().current();
+/// assert_eq!(requests.len(), 8);
+/// assert!(requests.iter().all(|r| r.pace_slot < 3));
+/// assert!(requests.iter().enumerate().all(|(i, r)| r.id.0 == i as u64));
+/// ```
+pub fn keyed_requests(
+    len: impl Into<SizeRange>,
+    keys: u32,
+) -> impl Strategy<Value = Vec<RequestInfo>> {
+    let keys = keys.max(1);
+    let one = (
+        prop_oneof![4 => Just(Method::Get), 1 => Just(Method::Post)],
+        0..keys,
+    );
+    prop::collection::vec(one, len).prop_map(|items| {
+        items
+            .into_iter()
+            .zip(0u64..)
+            .map(|((method, slot), i)| RequestInfo::new(RequestId(i), method).with_pace_slot(slot))
+            .collect()
+    })
+}
+
+/// One input for a keyed batch: as [`batch_input`], with more rate-limited
+/// answers carrying a `Retry-After` (so that some keys cool down while
+/// others stay free) and answers that pick among all sends in flight.
+///
+/// ```
+/// use polite_testing::{Input, strategies};
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let inputs: Vec<_> = (0..300)
+///     .map(|_| strategies::keyed_batch_input().new_tree(&mut runner).unwrap().current())
+///     .collect();
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(a) if a.status == 429 && a.retry_after.is_some())));
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(a) if a.status == 200)));
+/// ```
+pub fn keyed_batch_input() -> impl Strategy<Value = Input> {
+    let cool = (any::<u32>(), 1u64..8, ms(0..500)).prop_map(|(pick, secs, after)| {
+        Input::status(429)
+            .retry_after(secs.to_string())
+            .pick(pick)
+            .after(after)
+    });
+    let fine = (any::<u32>(), ms(0..500))
+        .prop_map(|(pick, after)| Input::status(200).pick(pick).after(after));
+    prop_oneof![
+        6 => batch_input(),
+        3 => cool,
+        4 => fine,
+        2 => Just(Input::WakeIfIdle),
+    ]
+}
+
+/// A script of [`keyed_batch_input`]s with a length in `size`.
+///
+/// ```
+/// use polite_testing::strategies;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// let mut runner = TestRunner::deterministic();
+/// let script = strategies::keyed_batch_script(5..6).new_tree(&mut runner).unwrap().current();
+/// assert_eq!(script.len(), 5);
+/// ```
+pub fn keyed_batch_script(size: impl Into<SizeRange>) -> impl Strategy<Value = Vec<Input>> {
+    prop::collection::vec(keyed_batch_input(), size)
+}

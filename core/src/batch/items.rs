@@ -7,17 +7,17 @@ use std::time::Instant;
 
 use rand_core::Rng;
 
-use crate::budget::RetryBudget;
 use crate::decide::later;
 use crate::input::{Event, Reply, Response, RetryClass};
 use crate::outcome::Outcome;
 use crate::output::{Action, SendPlan};
-use crate::pace::{Pace, after_answer};
+use crate::pace::{PaceSet, SlotPace, after_answer};
 use crate::retry::RetryState;
 
+use super::budgets::{BudgetSet, SlotBudget};
 use super::{BatchMachine, Wait};
 
-impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
+impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// An answer (or transport error) for item `k`; the pace hears how the
     /// attempt was classed (`after_answer`).
     pub(super) fn answer(&mut self, k: u32, event: Event<'_>, response: Option<&Response<'_>>) {
@@ -28,10 +28,14 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         let base = self.base as usize;
         let item = &mut self.items[i - base];
         let was_in_flight = item.state.in_flight();
+        let slot = item.slot;
         item.state.handle(
             &self.policy.retry,
             &mut self.rng,
-            &mut self.budget,
+            &mut SlotBudget {
+                set: &mut self.budget,
+                slot,
+            },
             self.now,
             event,
         );
@@ -41,8 +45,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         }
         if let Some(r) = record {
             let sent_at = self.at(i).sent_at;
+            let slot = self.pace_slot(slot);
             after_answer(
-                &mut self.pace,
+                &mut SlotPace::new(&mut self.pace, slot),
                 &self.policy.retry.retry_after,
                 sent_at,
                 self.now,
@@ -50,7 +55,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
                 &r,
             );
             // A cool-down or a slower rate refuses later than cached.
-            self.refused_until = None;
+            self.unrefuse(slot);
             self.record = Some(r);
         }
         if let Some(o) = self.at_mut(i).state.outcome() {
@@ -69,7 +74,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
 
     /// Item `k`'s state ended with `o`: restart it (a `RateLimited` within
     /// the restart rules) or record its outcome.
-    fn item_ended(&mut self, k: u32, o: Outcome) {
+    pub(super) fn item_ended(&mut self, k: u32, o: Outcome) {
         let i = k as usize;
         if let Outcome::RateLimited { retry_at } = o
             && self.at_mut(i).restarts < self.policy.max_restarts
@@ -79,9 +84,11 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             if let Some(at) = at
                 && at < self.deadline
                 && at.saturating_duration_since(self.now) <= self.policy.retry.retry_after.max
-                && let Some(cost) = self
-                    .budget
-                    .withdraw(RetryClass::RateLimited, Reply::Status(429))
+                && let Some(cost) = self.budget.withdraw_slot(
+                    self.at(i).slot,
+                    RetryClass::RateLimited,
+                    Reply::Status(429),
+                )
             {
                 // A restart is a retry of the same logical request.
                 self.at_mut(i).state.spent.note_cost(cost);
@@ -95,14 +102,18 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     }
 
     /// Records item `i`'s one outcome.
-    fn end(&mut self, i: usize, o: Outcome) {
+    pub(super) fn end(&mut self, i: usize, o: Outcome) {
         let item = self.at_mut(i);
         item.wait = Wait::Nothing;
         if item.done.is_some() {
             return;
         }
         item.done = Some(o);
+        item.started = true;
         self.ended += 1;
+        if !self.single {
+            self.skip_started();
+        }
         match o {
             Outcome::TimedOut { .. } => self.timed_out = true,
             // The batch says what starved its first starved item.
@@ -132,7 +143,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             return;
         }
         let mut next: Option<Instant> = None;
-        for k in self.base..self.fresh {
+        for k in self.base..self.fresh.max(self.reach) {
             if k < self.base {
                 continue; // released by an end earlier in this loop
             }
@@ -143,10 +154,14 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
                 Wait::Retry(at) if at <= now => {
                     let item = &mut self.items[i - base];
                     item.wait = Wait::Nothing;
+                    let slot = item.slot;
                     item.state.handle(
                         &self.policy.retry,
                         &mut self.rng,
-                        &mut self.budget,
+                        &mut SlotBudget {
+                            set: &mut self.budget,
+                            slot,
+                        },
                         now,
                         Event::Tick,
                     );
@@ -183,10 +198,15 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         for i in self.base as usize..self.len32() as usize {
             if i >= self.base as usize && self.at(i).done.is_none() {
                 let base = self.base as usize;
-                self.items[i - base].state.handle(
+                let item = &mut self.items[i - base];
+                let slot = item.slot;
+                item.state.handle(
                     &self.policy.retry,
                     &mut self.rng,
-                    &mut self.budget,
+                    &mut SlotBudget {
+                        set: &mut self.budget,
+                        slot,
+                    },
                     self.now,
                     Event::Cancel,
                 );
@@ -220,6 +240,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         self.in_flight = 0;
         self.ready.clear();
         self.fresh = self.len32();
+        self.reach = self.len32();
         self.next_wake = None;
     }
 
@@ -228,7 +249,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     pub(super) fn starve(&mut self, needed: Instant) {
         let o = Outcome::Starved {
             until: needed,
-            by: self.pace.refusal(),
+            by: self.pace.refusal_slot(0),
         };
         while let Some(k) = self.ready.pop_front() {
             self.end(k as usize, o);

@@ -1,14 +1,20 @@
 //! [`BatchMachine`]: many logical requests under one deadline, a
-//! concurrency limit and a [`Pace`](crate::Pace) (SPEC §4).
+//! concurrency limit and a [`Pace`](crate::Pace) — or one pace per key
+//! ([`PaceSet`]: per origin, per API key; SPEC §4.2).
 //!
-//! Three files: [`policy`] holds what a caller configures
+//! The files: [`policy`] holds what a caller configures
 //! ([`BatchPolicy`]); this one the machine, its inputs and outputs and what
 //! a caller reads of it; [`items`] the bookkeeping of its items (answers,
-//! backoffs, restarts, cancel, the deadline, starving, the next send).
+//! backoffs, restarts, cancel, the deadline, starving, the next send);
+//! [`keyed`] which item sends next when the items have paces of their own;
+//! [`budgets`] the retry budgets per key ([`BudgetSet`]).
 
+mod budgets;
 mod items;
+mod keyed;
 mod policy;
 
+pub use budgets::BudgetSet;
 pub use policy::BatchPolicy;
 
 use std::collections::VecDeque;
@@ -16,13 +22,13 @@ use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
-use crate::budget::{NoBudget, RetryBudget};
+use crate::budget::NoBudget;
 use crate::decide::deadline_after;
 use crate::input::{Event, RetryClass};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
 use crate::output::Action;
-use crate::pace::{Pace, cool_down_after, observe_rate_limit};
+use crate::pace::{PaceSet, SlotPace, cool_down_after, observe_rate_limit};
 use crate::policy::PolicyError;
 use crate::ratelimit::RateLimitHeaders;
 use crate::record::AttemptRecord;
@@ -55,6 +61,8 @@ impl Item {
             wait: Wait::Nothing,
             sent_at: now,
             done: None,
+            slot: request.pace_slot,
+            started: false,
         }
     }
 }
@@ -64,15 +72,48 @@ struct Item {
     state: RetryState,
     restarts: u32,
     wait: Wait,
-    /// When the pace granted its latest send (for [`Pace::on_answer`]).
+    /// When the pace granted its latest send (for [`Pace::on_answer`](crate::Pace::on_answer)).
     sent_at: Instant,
     /// How it ended, once it has.
     done: Option<Outcome>,
+    /// Its request's pace slot (and budget slot).
+    slot: u32,
+    /// Keyed batches: it has been sent, or ended without a send.
+    started: bool,
+}
+
+/// Keyed batches: a slot's pace refused until `until` (by `by`); `stale`
+/// once an answer may have changed the pace (ask again before trusting it).
+#[derive(Clone, Copy, Debug)]
+struct Refusal {
+    slot: u32,
+    until: Instant,
+    by: crate::pace::PaceLimit,
+    stale: bool,
 }
 
 /// N logical requests (e.g. "start 100 test runs") sent under one deadline
 /// for the whole batch, at most `concurrency` at once, every attempt (first
-/// sends and retries) passing one [`Pace`].
+/// sends and retries) passing its key's pace: one [`Pace`](crate::Pace) for all,
+/// or a [`PaceSet`] addressed by each request's
+/// [`pace_slot`](RequestInfo::pace_slot).
+///
+/// **One pace per key** (SPEC §4.2). With a [`PaceSet`] that is not a
+/// single pace (e.g. `[RateThrottle; 2]`, or a client's paces per origin),
+/// each item asks the pace of its own slot — for every send, retries and
+/// restarts included — and everything an answer says goes to the answered
+/// item's slot only: a `Retry-After` cool-down, the shared slow-down after
+/// a bare rate-limited answer, a learnt `RateLimit` quota or pause, the
+/// adaptive rate. An item whose key's pace refuses waits while the items
+/// of other keys go (no head-of-line blocking across keys), within a
+/// lookahead of [`STREAM_WINDOW`](Self::STREAM_WINDOW) × `concurrency`
+/// items from the oldest one not yet started (memory stays bounded: a key
+/// that holds that many items back holds the batch). A key whose pace
+/// cannot grant before the deadline ends its own waiting items
+/// `Starved { by }` with its own limit; the other keys go on. Retries draw
+/// from the item's key's budget when the budget is a [`BudgetSet`] such as
+/// `Vec<RetryBucket>`. With a single [`Pace`](crate::Pace) every slot is that pace and
+/// items go in input order, exactly as without keys.
 ///
 /// Each item is a logical request with the retry rules of SPEC §2 (the
 /// same code as [`RetryMachine`](crate::RetryMachine)); its sends carry
@@ -99,7 +140,7 @@ struct Item {
 /// * otherwise the first [`Outcome::Starved`] item's outcome when the pace
 ///   could not grant a send before the deadline: the items waiting for it
 ///   stop at once, `Starved { until, by }` naming the pace's limit
-///   ([`Pace::refusal`]), instead of sleeping for nothing;
+///   ([`Pace::refusal`](crate::Pace::refusal)), instead of sleeping for nothing;
 /// * otherwise [`Outcome::BatchDone`]`{ succeeded, failed }`.
 ///
 /// **Rate-limited items are retried by the batch** (SPEC §4), within the
@@ -115,17 +156,17 @@ struct Item {
 ///
 /// **Shared cool-down** (SPEC §4.1): a rate-limited answer (by the
 /// policy's class, or the caller's classifier's) with a valid
-/// `Retry-After` calls [`Pace::cool_down`] (delay clamped to
+/// `Retry-After` calls [`Pace::cool_down`](crate::Pace::cool_down) (delay clamped to
 /// `retry.retry_after` `min..=max`); without one, until the item's own
 /// computed backoff ends — so the other items, and every other machine
 /// sharing the pace, wait too. Every answered attempt also goes to
-/// [`Pace::on_answer`] (an [adaptive](crate::RateThrottle::adaptive) pace
+/// [`Pace::on_answer`](crate::Pace::on_answer) (an [adaptive](crate::RateThrottle::adaptive) pace
 /// slows down on rate-limited answers and speeds up on the rest).
 ///
 /// **Server-informed pacing**: every answer's rate-limit headers
 /// (`RateLimit`, `RateLimit-Policy`; `X-RateLimit-*` when enabled with
 /// [`rate_limit_headers`](Self::rate_limit_headers)) go to
-/// [`Pace::observe`]. With a [`RateThrottle::learning`](crate::RateThrottle::learning)
+/// [`Pace::observe`](crate::Pace::observe). With a [`RateThrottle::learning`](crate::RateThrottle::learning)
 /// pace, a batch that was never told the quota paces itself by the one the
 /// server advertises from its first answers on.
 ///
@@ -168,7 +209,10 @@ struct Item {
 /// // A slot is free, but the throttle allows 2 per second: wait (+ 50 ms margin).
 /// assert_eq!(batch.poll_action(), Action::SleepUntil(t0 + Duration::from_millis(1050)));
 /// ```
-#[derive(Debug)]
+/// Cloned, it forks: the clone runs on its own from the same state (the
+/// exhaustive explorer branches this way); a shared pace (`Arc<Mutex<_>>`)
+/// stays shared.
+#[derive(Clone, Debug)]
 pub struct BatchMachine<R, P, B = NoBudget> {
     policy: BatchPolicy,
     rng: R,
@@ -203,14 +247,24 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     now: Instant,
     /// The earliest `Wait::Retry`/`Wait::Restart` instant.
     next_wake: Option<Instant>,
-    /// The pace refused until this instant.
+    /// The pace refused until this instant (a single pace).
     refused_until: Option<Instant>,
+    /// Whether the pace is one pace for every item ([`PaceSet::is_single`]):
+    /// then the batch schedules as one key, in input order.
+    single: bool,
+    /// Keyed batches: the latest refusal of each slot that has one, at
+    /// most one entry per slot of the items held (capacity reserved at
+    /// construction).
+    refused: Vec<Refusal>,
+    /// Keyed batches: one past the highest item started (items start out
+    /// of order when their keys' paces differ).
+    reach: u32,
     cancelled: bool,
     stopped: Option<Outcome>,
     record: Option<AttemptRecord>,
 }
 
-impl<R: Rng, P: Pace> BatchMachine<R, P> {
+impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
     /// A batch of `requests` with a budget of `timeout` from `now` for the
     /// whole batch (deadline `now + timeout`, fixed before the first send).
     ///
@@ -282,6 +336,16 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             field: "requests",
             reason: "more than u32::MAX items",
         })?;
+        let single = pace.is_single();
+        // A keyed batch keeps one refusal per slot: room for every slot.
+        let slots = if single {
+            0
+        } else {
+            let mut slots: Vec<u32> = requests.iter().map(|r| r.pace_slot).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            slots.len()
+        };
         let items: VecDeque<Item> = requests
             .into_iter()
             .zip(0..n)
@@ -310,6 +374,9 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
             now,
             next_wake: None,
             refused_until: None,
+            single,
+            refused: Vec::with_capacity(slots),
+            reach: 0,
             cancelled: false,
             stopped: None,
             record: None,
@@ -366,17 +433,24 @@ impl<R: Rng, P: Pace> BatchMachine<R, P> {
         batch.streaming = true;
         batch.closed = false;
         batch.outcomes = Vec::new();
+        if !batch.single {
+            // At most one refusal per slot of the items held.
+            let held = batch.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
+            batch.refused = Vec::with_capacity(held as usize);
+        }
         Ok(batch)
     }
 }
 
-impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
+impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// A streaming batch holds at most this many items per unit of
     /// concurrency (from the oldest not yet ended to the newest): 4.
     pub const STREAM_WINDOW: u32 = 4;
 
     /// The same batch drawing every retry (and every restart) from a shared
-    /// retry budget (see [`RetryBudget`]). Call it before the first answer.
+    /// retry budget (see [`RetryBudget`](crate::budget::RetryBudget)), or
+    /// from each item's key's budget (a [`BudgetSet`] such as
+    /// `Vec<RetryBucket>`). Call it before the first answer.
     ///
     /// ```
     /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
@@ -400,7 +474,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     /// assert_eq!(batch.budget().tokens(), 6);
     /// ```
     #[must_use]
-    pub fn with_budget<B2: RetryBudget>(self, budget: B2) -> BatchMachine<R, P, B2> {
+    pub fn with_budget<B2: BudgetSet>(self, budget: B2) -> BatchMachine<R, P, B2> {
         BatchMachine {
             policy: self.policy,
             rng: self.rng,
@@ -424,6 +498,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             now: self.now,
             next_wake: self.next_wake,
             refused_until: self.refused_until,
+            single: self.single,
+            refused: self.refused,
+            reach: self.reach,
             cancelled: self.cancelled,
             stopped: self.stopped,
             record: self.record,
@@ -522,11 +599,15 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             Event::Response(r) => {
                 // Every rate-limited answer's server time reaches the pace,
                 // also a late one no item waits for (the server said so).
+                // (A keyed batch knows the slot of the items it holds only.)
                 let rl = self.policy.retry.class_of_response(&r) == Some(RetryClass::RateLimited);
-                cool_down_after(&mut self.pace, &self.policy.retry.retry_after, now, rl, &r);
-                if observe_rate_limit(&mut self.pace, &self.rate_limit, now, &r) {
-                    // A resized pace may grant earlier than it said: ask again.
-                    self.refused_until = None;
+                if let Some(slot) = self.pace_slot_of(r.id.item) {
+                    let mut pace = SlotPace::new(&mut self.pace, slot);
+                    cool_down_after(&mut pace, &self.policy.retry.retry_after, now, rl, &r);
+                    if observe_rate_limit(&mut pace, &self.rate_limit, now, &r) {
+                        // A resized pace may grant earlier than it said: ask again.
+                        self.unrefuse(slot);
+                    }
                 }
                 self.answer(r.id.item, event, Some(&r));
             }
@@ -563,6 +644,9 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
         if self.now >= self.deadline {
             self.expire();
         }
+        if !self.single {
+            return self.poll_keyed();
+        }
         loop {
             if self.ended == self.len32() && self.closed {
                 let o = self.summary();
@@ -574,7 +658,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
             }
             let grant = match self.refused_until {
                 Some(t) if t > self.now => Err(t),
-                _ => self.pace.acquire(self.now),
+                _ => self.pace.acquire_slot(0, self.now),
             };
             match grant {
                 Ok(()) => {
@@ -831,7 +915,7 @@ impl<R: Rng, P: Pace, B: RetryBudget> BatchMachine<R, P, B> {
     }
 }
 
-impl<R: Rng, P: Pace, B: RetryBudget> Machine for BatchMachine<R, P, B> {
+impl<R: Rng, P: PaceSet, B: BudgetSet> Machine for BatchMachine<R, P, B> {
     #[inline]
     fn handle(&mut self, now: Instant, event: Event<'_>) {
         BatchMachine::handle(self, now, event);
@@ -853,8 +937,13 @@ impl<R: Rng, P: Pace, B: RetryBudget> Machine for BatchMachine<R, P, B> {
         let held = self.items.len() as u32;
         let window = self.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
         // Pull only what could start now: no more waiting to start than
-        // there is room to send.
-        let waiting = self.len32() - self.fresh;
+        // there is room to send (in a keyed batch, items whose key's pace
+        // refuses do not count: they must not hold back the other keys).
+        let waiting = if self.single {
+            self.len32() - self.fresh
+        } else {
+            self.waiting_keyed()
+        };
         window
             .saturating_sub(held)
             .min(self.policy.concurrency.saturating_sub(waiting))

@@ -40,10 +40,12 @@
 mod feedback;
 pub(crate) mod interface;
 pub(crate) mod paced;
+pub(crate) mod set;
 pub(crate) mod throttle;
 
 pub use crate::outcome::PaceLimit;
 pub use interface::Unpaced;
+pub use set::{PaceSet, SlotPace};
 
 pub(crate) use feedback::{after_answer, cool_down_after, observe_rate_limit};
 pub(crate) use interface::Pace;
