@@ -253,15 +253,18 @@ async fn a_429_from_one_origin_does_not_slow_another_but_holds_back_its_own() {
 
 #[test]
 fn the_conformance_send_scenarios_pass_through_the_middleware() {
-    common::scenarios::run_all(|call: common::scenarios::Call| async move {
+    common::scenarios::run_all(|call: common::scenarios::Call| {
+        // Built before the call's clock starts (see `run_all`).
         let client = stack(call.config);
-        let mut request = client.request(call.method.parse().unwrap(), &call.url);
-        if call.idempotency_key {
-            request = request.header("Idempotency-Key", "conformance");
-        }
-        match request.send().await {
-            Ok(response) => Ok(response.extensions().get::<Outcome>().copied()),
-            Err(e) => Err(polite_error(&e).outcome()),
+        async move {
+            let mut request = client.request(call.method.parse().unwrap(), &call.url);
+            if call.idempotency_key {
+                request = request.header("Idempotency-Key", "conformance");
+            }
+            match request.send().await {
+                Ok(response) => Ok(response.extensions().get::<Outcome>().copied()),
+                Err(e) => Err(polite_error(&e).outcome()),
+            }
         }
     });
 }

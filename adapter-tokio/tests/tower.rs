@@ -235,18 +235,21 @@ async fn a_429_from_one_origin_does_not_slow_another_but_holds_back_its_own() {
 
 #[test]
 fn the_conformance_send_scenarios_pass_through_the_layer() {
-    common::scenarios::run_all(|call: common::scenarios::Call| async move {
+    common::scenarios::run_all(|call: common::scenarios::Call| {
+        // Built before the call's clock starts (see `run_all`).
         let service = stack(PoliteLayer::new(call.config).unwrap());
-        let mut req = request(call.method, &call.url, b"");
-        if call.idempotency_key {
-            req.headers_mut().insert(
-                "idempotency-key",
-                http::HeaderValue::from_static("conformance"),
-            );
-        }
-        match service.oneshot(req).await {
-            Ok(response) => Ok(response.extensions().get::<Outcome>().copied()),
-            Err(e) => Err(e.outcome()),
+        async move {
+            let mut req = request(call.method, &call.url, b"");
+            if call.idempotency_key {
+                req.headers_mut().insert(
+                    "idempotency-key",
+                    http::HeaderValue::from_static("conformance"),
+                );
+            }
+            match service.oneshot(req).await {
+                Ok(response) => Ok(response.extensions().get::<Outcome>().copied()),
+                Err(e) => Err(e.outcome()),
+            }
         }
     });
 }

@@ -60,8 +60,11 @@ where
         url: lab.url(&path),
         idempotency_key: replayable && !matches!(method, "GET" | "HEAD" | "PUT" | "DELETE"),
     };
-    let start = Instant::now();
+    // What `send` does before its future runs (building a client: reqwest
+    // loads its TLS roots, slow with ten scenarios starting at once on a
+    // busy machine) is setup, not the call: the clock starts after it.
     let sending = send(call);
+    let start = Instant::now();
     // Cancelling a middleware call is dropping it.
     let outcome = match cancel_after {
         Some(after) => tokio::select! {
