@@ -110,70 +110,44 @@ impl<P: Pace + ?Sized> PaceSet for P {
     }
 }
 
-/// Slot `i` is `self[i]`; a slot past the end is granted at once.
-impl<P: Pace> PaceSet for Vec<P> {
-    #[inline]
-    fn acquire_slot(&mut self, slot: u32, now: Instant) -> Result<(), Instant> {
-        self.as_mut_slice()
-            .get_mut(slot as usize)
-            .map_or(Ok(()), |p| p.acquire(now))
-    }
-    #[inline]
-    fn cool_down_slot(&mut self, slot: u32, until: Instant) {
-        if let Some(p) = self.get_mut(slot as usize) {
-            p.cool_down(until);
+/// `PaceSet` for a container indexed by slot (`Vec<P>`, `[P; N]`): slot
+/// `i` is `self[i]`; a slot past the end is granted at once.
+macro_rules! indexed_pace_set {
+    ([$($generics:tt)*] $set:ty) => {
+        /// Slot `i` is `self[i]`; a slot past the end is granted at once.
+        impl<P: Pace $($generics)*> PaceSet for $set {
+            #[inline]
+            fn acquire_slot(&mut self, slot: u32, now: Instant) -> Result<(), Instant> {
+                self.get_mut(slot as usize).map_or(Ok(()), |p| p.acquire(now))
+            }
+            #[inline]
+            fn cool_down_slot(&mut self, slot: u32, until: Instant) {
+                if let Some(p) = self.get_mut(slot as usize) {
+                    p.cool_down(until);
+                }
+            }
+            #[inline]
+            fn observe_slot(&mut self, slot: u32, now: Instant, info: &RateLimitInfo) {
+                if let Some(p) = self.get_mut(slot as usize) {
+                    p.observe(now, info);
+                }
+            }
+            #[inline]
+            fn on_answer_slot(&mut self, slot: u32, answer: Answered) {
+                if let Some(p) = self.get_mut(slot as usize) {
+                    p.on_answer(answer);
+                }
+            }
+            #[inline]
+            fn refusal_slot(&self, slot: u32) -> PaceLimit {
+                self.get(slot as usize).map_or(PaceLimit::Unknown, Pace::refusal)
+            }
         }
-    }
-    #[inline]
-    fn observe_slot(&mut self, slot: u32, now: Instant, info: &RateLimitInfo) {
-        if let Some(p) = self.get_mut(slot as usize) {
-            p.observe(now, info);
-        }
-    }
-    #[inline]
-    fn on_answer_slot(&mut self, slot: u32, answer: Answered) {
-        if let Some(p) = self.get_mut(slot as usize) {
-            p.on_answer(answer);
-        }
-    }
-    #[inline]
-    fn refusal_slot(&self, slot: u32) -> PaceLimit {
-        self.get(slot as usize)
-            .map_or(PaceLimit::Unknown, Pace::refusal)
-    }
+    };
 }
 
-/// Slot `i` is `self[i]`; a slot past the end is granted at once.
-impl<P: Pace, const N: usize> PaceSet for [P; N] {
-    #[inline]
-    fn acquire_slot(&mut self, slot: u32, now: Instant) -> Result<(), Instant> {
-        self.get_mut(slot as usize)
-            .map_or(Ok(()), |p| p.acquire(now))
-    }
-    #[inline]
-    fn cool_down_slot(&mut self, slot: u32, until: Instant) {
-        if let Some(p) = self.get_mut(slot as usize) {
-            p.cool_down(until);
-        }
-    }
-    #[inline]
-    fn observe_slot(&mut self, slot: u32, now: Instant, info: &RateLimitInfo) {
-        if let Some(p) = self.get_mut(slot as usize) {
-            p.observe(now, info);
-        }
-    }
-    #[inline]
-    fn on_answer_slot(&mut self, slot: u32, answer: Answered) {
-        if let Some(p) = self.get_mut(slot as usize) {
-            p.on_answer(answer);
-        }
-    }
-    #[inline]
-    fn refusal_slot(&self, slot: u32) -> PaceLimit {
-        self.get(slot as usize)
-            .map_or(PaceLimit::Unknown, Pace::refusal)
-    }
-}
+indexed_pace_set!([] Vec<P>);
+indexed_pace_set!([, const N: usize] [P; N]);
 
 /// One slot of a [`PaceSet`], seen as a [`Pace`] (what the feedback
 /// helpers shared with [`Paced`](crate::Paced) take).
