@@ -43,6 +43,17 @@ pub(crate) struct FleetArgs {
 
 /// Checks a Redis URL at parse time (a usage error, exit 2).
 fn redis_url(s: &str) -> Result<String, String> {
+    // This build's own answer: polite-redis may have TLS from elsewhere in
+    // the dependency tree (features are unified), but this binary was built
+    // without a way to trust a Redis certificate.
+    #[cfg(not(feature = "redis-tls"))]
+    if s.get(..9)
+        .is_some_and(|p| p.eq_ignore_ascii_case("rediss://"))
+    {
+        return Err(format!(
+            "TLS to Redis is not in this build: expected {SCHEMES}"
+        ));
+    }
     RedisFleet::check_url(s)
         .map(|()| s.to_owned())
         .map_err(|e| format!("{e}: expected {SCHEMES}"))
