@@ -230,3 +230,96 @@ fn a_batch_under_a_throttle_reports_its_pace_waits_and_rate() {
     );
     assert_eq!(gauge(&all, "polite_calls_in_flight", &call), Some(0.0));
 }
+
+#[test]
+fn a_batch_over_two_origins_labels_each_item_by_its_own_origin() {
+    // A answers 503 once, then 200; B answers 200. The batch's first item
+    // goes to B, so a batch labelled by its first key would put A's retry
+    // and its backoff under B.
+    let a = Lab::start(LabConfig::default().script(
+        "/items/a",
+        vec![Step::without_retry_after(503), Step::Normal],
+    ))
+    .unwrap();
+    let b = Lab::start(LabConfig::default()).unwrap();
+    let mut config = Config {
+        timeout: Duration::from_secs(20),
+        seed: Some(7),
+        concurrency: 2,
+        ..Config::default()
+    };
+    config.retry.backoff.jitter = Jitter::None;
+    config.retry.backoff.base = Duration::from_millis(100);
+    let c = client(config);
+    let all = recorded(|| {
+        let items = vec![
+            get(b.url("/items/0")),
+            get(a.url("/items/a")),
+            get(b.url("/items/1")),
+            get(b.url("/items/2")),
+        ];
+        let results = c.batch(items).unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    });
+    let (oa, ob) = (origin(&a), origin(&b));
+    let on_a = [("call", "batch"), ("origin", oa.as_str())];
+    let on_b = [("call", "batch"), ("origin", ob.as_str())];
+    fn with<'a>(base: &[(&'a str, &'a str)], k: &'a str, v: &'a str) -> Vec<(&'a str, &'a str)> {
+        let mut l = base.to_vec();
+        l.push((k, v));
+        l
+    }
+    // A: two attempts (a 503, then a success), one retry, one outcome.
+    assert_eq!(counter(&all, "polite_attempts_total", &on_a), 2);
+    assert_eq!(
+        counter(
+            &all,
+            "polite_attempts_total",
+            &with(&on_a, "class", "server_error")
+        ),
+        1
+    );
+    assert_eq!(counter(&all, "polite_retries_total", &on_a), 1);
+    assert_eq!(
+        counter(
+            &all,
+            "polite_outcomes_total",
+            &with(&on_a, "outcome", "succeeded")
+        ),
+        1
+    );
+    let backoff = histogram(
+        &all,
+        "polite_wait_seconds",
+        &with(&on_a, "cause", "backoff"),
+    );
+    assert_eq!(backoff.len(), 1, "{backoff:?}");
+    assert!((0.05..1.0).contains(&backoff[0]), "{backoff:?}");
+    // B: three attempts, no retry, no backoff.
+    assert_eq!(counter(&all, "polite_attempts_total", &on_b), 3);
+    assert_eq!(counter(&all, "polite_retries_total", &on_b), 0);
+    assert_eq!(
+        counter(
+            &all,
+            "polite_outcomes_total",
+            &with(&on_b, "outcome", "succeeded")
+        ),
+        3
+    );
+    assert!(
+        histogram(
+            &all,
+            "polite_wait_seconds",
+            &with(&on_b, "cause", "backoff")
+        )
+        .is_empty()
+    );
+    // The batch as a whole (its duration, in flight) carries its first
+    // item's origin.
+    assert_eq!(
+        histogram(&all, "polite_call_duration_seconds", &on_b).len(),
+        1
+    );
+    assert!(histogram(&all, "polite_call_duration_seconds", &on_a).is_empty());
+    assert_eq!(gauge(&all, "polite_calls_in_flight", &on_b), Some(0.0));
+}

@@ -24,7 +24,7 @@ use polite_core::pace::PaceLimit;
 use polite_core::ratelimit::RateLimitInfo;
 use polite_core::{BudgetSet, Pace, PaceSet, Reply, RetryClass};
 
-use crate::meter::CallMeter;
+use crate::meter::{CallMeter, Origin};
 use crate::options::CallOptions;
 use crate::paces::{ClientBudget, PaceKey, Paces};
 
@@ -37,6 +37,8 @@ pub(crate) struct PaceSlot(pub(crate) u32);
 /// how many items in progress use it.
 struct Slot {
     key: PaceKey,
+    /// The key's metrics label (and its shared pace).
+    origin: Origin,
     pace: Box<dyn Pace + Send>,
     budget: ClientBudget,
     items: u32,
@@ -98,14 +100,15 @@ impl<'c> BatchPaces<'c> {
             None => {
                 let slot = s.next;
                 s.next = s.next.wrapping_add(1);
-                let pace = self.meter.pace(self.paces.get(&key, now));
-                let pace: Box<dyn Pace + Send> = Box::new(pace);
+                let origin = Origin::new(&key, self.paces.get(&key, now));
+                let pace: Box<dyn Pace + Send> = Box::new(self.meter.key_pace(&origin));
                 let budget = self.paces.budget(&key, now);
                 s.by_key.insert(key.clone(), slot);
                 s.slots.insert(
                     slot,
                     Slot {
                         key,
+                        origin,
                         pace,
                         budget,
                         items: 0,
@@ -116,6 +119,7 @@ impl<'c> BatchPaces<'c> {
         };
         if let Some(e) = s.slots.get_mut(&slot) {
             e.items += 1;
+            self.meter.item(item, &e.origin);
         }
         s.items.insert(item, slot);
         drop(s);

@@ -483,7 +483,7 @@ where
         .instrument(span.clone())
         .await;
         let end = drive::Io::now(&io);
-        meter.ended(&done.outcome);
+        meter.ended(0, &done.outcome, || end);
         meter.finish(end);
         let last = done.answers.into_iter().next().flatten().map(|a| a.0);
         let attempts = io.sends(0);
@@ -642,7 +642,8 @@ where
         let clock = R::clock();
         let now = clock.now();
         let paces = &self.shared.paces;
-        // The call's metrics are labelled with its first request's key.
+        // The batch's duration and in-flight metrics are labelled with its
+        // first request's key; each item's own, with the item's key.
         let key = source.peek().map_or_else(
             || PaceKey::new(""),
             |first| {

@@ -425,7 +425,7 @@ where
         };
         p.active.remove(&item);
         if let Some(meter) = &self.meter {
-            meter.ended(&outcome);
+            meter.ended(item, &outcome, || self.clock.now());
         }
         let failure = failures(&self.shared)
             .remove(&(item as usize))

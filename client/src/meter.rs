@@ -8,10 +8,10 @@
 use polite_core::Outcome;
 
 #[cfg(feature = "metrics")]
-pub(crate) use on::CallMeter;
+pub(crate) use on::{CallMeter, Origin};
 
 #[cfg(not(feature = "metrics"))]
-pub(crate) use off::CallMeter;
+pub(crate) use off::{CallMeter, Origin};
 
 #[cfg(not(feature = "metrics"))]
 mod off {
@@ -28,6 +28,17 @@ mod off {
     #[derive(Clone, Debug, Default)]
     pub(crate) struct CallMeter;
 
+    /// A key's pace, nothing more: the feature is off.
+    #[derive(Clone, Debug)]
+    pub(crate) struct Origin(Arc<Mutex<ClientPace>>);
+
+    impl Origin {
+        #[inline]
+        pub(crate) fn new(_: &PaceKey, pace: Arc<Mutex<ClientPace>>) -> Self {
+            Origin(pace)
+        }
+    }
+
     impl CallMeter {
         #[inline]
         pub(crate) fn start(
@@ -43,12 +54,19 @@ mod off {
         pub(crate) fn pace(&self, pace: Arc<Mutex<ClientPace>>) -> Arc<Mutex<ClientPace>> {
             pace
         }
+        /// A batch key's pace: the shared handle itself.
+        #[inline]
+        pub(crate) fn key_pace(&self, origin: &Origin) -> Arc<Mutex<ClientPace>> {
+            Arc::clone(&origin.0)
+        }
+        #[inline]
+        pub(crate) fn item(&self, _: u32, _: &Origin) {}
         #[inline]
         pub(crate) fn record(&self, _: &AttemptRecord) {}
         #[inline]
         pub(crate) fn sent(&self, _: &SendPlan, _: impl FnOnce() -> Instant) {}
         #[inline]
-        pub(crate) fn ended(&self, _: &Outcome) {}
+        pub(crate) fn ended(&self, _: u32, _: &Outcome, _: impl FnOnce() -> Instant) {}
         #[inline]
         pub(crate) fn finish(&self, _: Instant) {}
     }
@@ -85,21 +103,55 @@ mod on {
     #[derive(Clone, Debug)]
     pub(crate) struct CallMeter(Arc<Inner>);
 
+    /// The `origin` label of one pace key, and that key's pace (whose
+    /// rate the `polite_pace_requests_per_second` gauge reports). Cheap
+    /// to clone.
+    #[derive(Clone, Debug)]
+    pub(crate) struct Origin {
+        label: SharedString,
+        pace: Arc<Mutex<ClientPace>>,
+    }
+
+    impl Origin {
+        pub(crate) fn new(key: &PaceKey, pace: Arc<Mutex<ClientPace>>) -> Self {
+            Origin {
+                label: SharedString::from(key.shared()),
+                pace,
+            }
+        }
+
+        fn rate(&self) {
+            let rate = self
+                .pace
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .rate();
+            if let Some(rate) = rate {
+                metrics::gauge!(m::PACE_REQUESTS_PER_SECOND, "origin" => self.label.clone())
+                    .set(rate);
+            }
+        }
+    }
+
     #[derive(Debug)]
     struct Inner {
         call: &'static str,
-        origin: SharedString,
-        pace: Arc<Mutex<ClientPace>>,
+        /// The call's key: its request's, or a batch's first item's (the
+        /// label of the call-wide duration and in-flight metrics).
+        origin: Origin,
         started: Instant,
+        /// A batch's items in progress, by the key each is paced by: the
+        /// label of each item's own attempts, waits and outcome.
+        items: Mutex<HashMap<u32, Origin>>,
         /// Per item, the delay its latest record planned, until its next
-        /// send (or the call's end) says how much of it passed.
+        /// send (or its end, or the call's) says how much of it passed.
         pending: Mutex<HashMap<u32, PlannedDelay>>,
     }
 
     impl Drop for Inner {
         fn drop(&mut self) {
             // Also when the call's future is dropped half-way.
-            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => self.call, "origin" => self.origin.clone())
+            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => self.call, "origin" => self.origin.label.clone())
                 .decrement(1.0);
         }
     }
@@ -143,46 +195,68 @@ mod on {
             pace: &Arc<Mutex<ClientPace>>,
             now: Instant,
         ) -> Self {
-            let origin = SharedString::from(key.shared());
-            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => call, "origin" => origin.clone())
+            let origin = Origin::new(key, Arc::clone(pace));
+            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => call, "origin" => origin.label.clone())
                 .increment(1.0);
             CallMeter(Arc::new(Inner {
                 call,
                 origin,
-                pace: Arc::clone(pace),
                 started: now,
+                items: Mutex::default(),
                 pending: Mutex::default(),
             }))
         }
 
+        /// The call's pace, metered under the call's key.
         pub(crate) fn pace(&self, pace: Arc<Mutex<ClientPace>>) -> CallPace {
-            CallPace {
+            let origin = Origin {
+                label: self.0.origin.label.clone(),
                 pace,
+            };
+            self.key_pace(&origin)
+        }
+
+        /// A batch key's pace, metered under that key.
+        pub(crate) fn key_pace(&self, origin: &Origin) -> CallPace {
+            CallPace {
+                origin: origin.clone(),
                 meter: self.clone(),
                 streak: None,
                 held: [Duration::ZERO; 2],
             }
         }
 
-        fn wait(&self, cause: &'static str, d: Duration) {
-            let i = &self.0;
-            metrics::histogram!(m::WAIT_SECONDS, "call" => i.call, "origin" => i.origin.clone(), "cause" => cause)
-                .record(d.as_secs_f64());
+        /// A batch's item `item` is paced by `origin` until it ends.
+        pub(crate) fn item(&self, item: u32, origin: &Origin) {
+            self.0
+                .items
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(item, origin.clone());
         }
 
-        fn rate(&self) {
+        /// The key item `item` is paced by: its own in a batch, else the
+        /// call's.
+        fn origin_of(&self, item: u32) -> Origin {
             let i = &self.0;
-            let rate = i.pace.lock().unwrap_or_else(PoisonError::into_inner).rate();
-            if let Some(rate) = rate {
-                metrics::gauge!(m::PACE_REQUESTS_PER_SECOND, "origin" => i.origin.clone())
-                    .set(rate);
-            }
+            i.items
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&item)
+                .unwrap_or(&i.origin)
+                .clone()
+        }
+
+        fn wait(&self, origin: &Origin, cause: &'static str, d: Duration) {
+            metrics::histogram!(m::WAIT_SECONDS, "call" => self.0.call, "origin" => origin.label.clone(), "cause" => cause)
+                .record(d.as_secs_f64());
         }
 
         /// An attempt record: its class, and the delay it plans.
         pub(crate) fn record(&self, r: &AttemptRecord) {
             let i = &self.0;
-            metrics::counter!(m::ATTEMPTS_TOTAL, "call" => i.call, "origin" => i.origin.clone(), "class" => class_label(r.class))
+            let origin = self.origin_of(r.id.item);
+            metrics::counter!(m::ATTEMPTS_TOTAL, "call" => i.call, "origin" => origin.label.clone(), "class" => class_label(r.class))
                 .increment(1);
             if let Some(next) = r.next {
                 i.pending
@@ -190,14 +264,15 @@ mod on {
                     .unwrap_or_else(PoisonError::into_inner)
                     .insert(r.id.item, next);
             }
-            self.rate();
+            origin.rate();
         }
 
         /// A send goes out at `now`: a retry, and the planned delay before it.
         pub(crate) fn sent(&self, plan: &SendPlan, now: impl FnOnce() -> Instant) {
             let i = &self.0;
+            let origin = self.origin_of(plan.id.item);
             if plan.id.attempt > 0 {
-                metrics::counter!(m::RETRIES_TOTAL, "call" => i.call, "origin" => i.origin.clone())
+                metrics::counter!(m::RETRIES_TOTAL, "call" => i.call, "origin" => origin.label.clone())
                     .increment(1);
             }
             let planned = i
@@ -206,34 +281,53 @@ mod on {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&plan.id.item);
             if let Some(p) = planned {
-                self.wait(cause_label(p.source), passed(&p, now()));
+                self.wait(&origin, cause_label(p.source), passed(&p, now()));
             }
         }
 
-        /// A logical request (the call's, or a batch item's) ended.
-        pub(crate) fn ended(&self, outcome: &Outcome) {
+        /// A logical request (the call's, or a batch's item `item`) ended
+        /// at `now`: its outcome, and the delay it ended during (as far as
+        /// it went). A batch forgets the item.
+        pub(crate) fn ended(&self, item: u32, outcome: &Outcome, now: impl FnOnce() -> Instant) {
             let i = &self.0;
-            metrics::counter!(m::OUTCOMES_TOTAL, "call" => i.call, "origin" => i.origin.clone(), "outcome" => super::outcome_label(outcome))
+            let origin = i
+                .items
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&item)
+                .unwrap_or_else(|| i.origin.clone());
+            metrics::counter!(m::OUTCOMES_TOTAL, "call" => i.call, "origin" => origin.label.clone(), "outcome" => super::outcome_label(outcome))
                 .increment(1);
+            let planned = i
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&item);
+            if let Some(p) = planned {
+                self.wait(&origin, cause_label(p.source), passed(&p, now()));
+            }
         }
 
         /// The call ended at `now`: its duration, the planned delays it
         /// ended during (as far as they went), the pace's rate.
         pub(crate) fn finish(&self, now: Instant) {
             let i = &self.0;
-            metrics::histogram!(m::CALL_DURATION_SECONDS, "call" => i.call, "origin" => i.origin.clone())
+            metrics::histogram!(m::CALL_DURATION_SECONDS, "call" => i.call, "origin" => i.origin.label.clone())
                 .record(now.saturating_duration_since(i.started).as_secs_f64());
-            let pending: Vec<PlannedDelay> = i
+            let pending: Vec<(u32, PlannedDelay)> = i
                 .pending
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .drain()
-                .map(|(_, p)| p)
                 .collect();
-            for p in pending {
-                self.wait(cause_label(p.source), passed(&p, now));
+            for (item, p) in pending {
+                self.wait(
+                    &self.origin_of(item),
+                    cause_label(p.source),
+                    passed(&p, now),
+                );
             }
-            self.rate();
+            i.origin.rate();
         }
     }
 
@@ -241,7 +335,8 @@ mod on {
     /// were held, by the limit that refused them.
     #[derive(Debug)]
     pub(crate) struct CallPace {
-        pace: Arc<Mutex<ClientPace>>,
+        /// The key's label and its shared pace.
+        origin: Origin,
         meter: CallMeter,
         /// Since when a send is refused, and by which limit.
         streak: Option<(Instant, PaceLimit)>,
@@ -253,7 +348,7 @@ mod on {
         fn flush(&mut self) {
             for (d, cause) in self.held.iter_mut().zip(["pace", "cool_down"]) {
                 if !d.is_zero() {
-                    self.meter.wait(cause, *d);
+                    self.meter.wait(&self.origin, cause, *d);
                     *d = Duration::ZERO;
                 }
             }
@@ -270,7 +365,11 @@ mod on {
     impl Pace for CallPace {
         fn acquire(&mut self, now: Instant) -> Result<(), Instant> {
             let (result, by) = {
-                let mut pace = self.pace.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut pace = self
+                    .origin
+                    .pace
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 let r = pace.acquire(now);
                 (r, r.is_err().then(|| pace.refusal()))
             };
@@ -285,16 +384,16 @@ mod on {
             result
         }
         fn cool_down(&mut self, until: Instant) {
-            self.pace.cool_down(until);
+            self.origin.pace.cool_down(until);
         }
         fn observe(&mut self, now: Instant, info: &RateLimitInfo) {
-            self.pace.observe(now, info);
+            self.origin.pace.observe(now, info);
         }
         fn on_answer(&mut self, answer: Answered) {
-            self.pace.on_answer(answer);
+            self.origin.pace.on_answer(answer);
         }
         fn refusal(&self) -> PaceLimit {
-            self.pace.refusal()
+            self.origin.pace.refusal()
         }
     }
 }

@@ -19,8 +19,11 @@
 //! by default; never a path, a query or a credential — with
 //! [`PaceBy::Header`](crate::PaceBy::Header) it carries a keyed hash of
 //! the header, one value per key); `class`, `outcome` and `cause` take
-//! the values above. A batch's pace waits are the time its next send was
-//! held (the batch asks the pace for one item at a time).
+//! the values above. A batch paces each item by its own key (SPEC §4.2), and
+//! labels each item's attempts, retries, waits and outcome with that key;
+//! its call-wide `polite_call_duration_seconds` and
+//! `polite_calls_in_flight` carry its first item's key. A batch's pace
+//! waits are the time a key's next send was held.
 //!
 //! The waits by cause come from two places: a planned delay is in every
 //! attempt record, and is counted when the next send goes out (or, if the
