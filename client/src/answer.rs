@@ -37,6 +37,13 @@ impl polite_core::drive::Answer for HttpAnswer {
             headers.get(name).map(http::HeaderValue::as_bytes)
         }
     }
+    fn file_headers<'a>(&'a self, response: &mut polite_core::Response<'a>) {
+        // One pass over the stored names (in order, so the first value of
+        // a repeated header is kept) instead of eight lookups.
+        for (name, value) in self.0.headers() {
+            response.file_header(name.as_str(), value.as_bytes());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -70,5 +77,33 @@ mod tests {
             assert_eq!(a.header("ratelimit"), None);
         }
         assert!(answer(&many).0.headers().len() > SCAN_UP_TO);
+    }
+
+    #[test]
+    fn filing_walks_the_headers_once_and_keeps_each_first_value() {
+        let a = answer(&[
+            ("Retry-After", "3"),
+            ("X-RateLimit-Remaining", "0"),
+            ("retry-after", "9"),
+            ("x-amz-retry-after", "1500"),
+            ("Content-Type", "text/plain"),
+            ("date", "x"),
+        ]);
+        let mut r =
+            polite_core::Response::new(polite_core::SendId::default(), 429, std::time::UNIX_EPOCH);
+        a.file_headers(&mut r);
+        // The same fields as eight lookups file.
+        let mut by_name =
+            polite_core::Response::new(polite_core::SendId::default(), 429, std::time::UNIX_EPOCH);
+        for name in polite_core::Response::HEADERS {
+            if let Some(v) = a.header(name) {
+                by_name = by_name.header(name, v);
+            }
+        }
+        assert_eq!(r, by_name);
+        assert_eq!(r.retry_after, Some(&b"3"[..]));
+        assert_eq!(r.date, Some(&b"x"[..]));
+        assert_eq!(r.retry_after_ms, Some(&b"1500"[..]));
+        assert_eq!(r.rate_limit.x_ratelimit_remaining, Some(&b"0"[..]));
     }
 }

@@ -45,6 +45,35 @@ pub trait Answer {
     fn status(&self) -> u16;
     /// A header's raw value by (case-insensitive) name; the first if repeated.
     fn header(&self, name: &str) -> Option<&[u8]>;
+
+    /// Files every header the machines read ([`Response::HEADERS`]) into
+    /// `response`. By default one [`header`](Self::header) lookup per
+    /// name; a type that can walk its headers cheaply may instead pass
+    /// each of them to [`Response::file_header`] once, in order.
+    ///
+    /// ```
+    /// use polite_core::drive::Answer;
+    /// use polite_core::{Response, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// struct Pairs(Vec<(&'static str, &'static [u8])>);
+    /// impl Answer for Pairs {
+    ///     fn status(&self) -> u16 { 429 }
+    ///     fn header(&self, name: &str) -> Option<&[u8]> {
+    ///         self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+    ///     }
+    /// }
+    /// let a = Pairs(vec![("Retry-After", b"2"), ("retry-after", b"7"), ("Server", b"x")]);
+    /// let mut r = Response::new(SendId::default(), a.status(), UNIX_EPOCH);
+    /// a.file_headers(&mut r);
+    /// assert_eq!(r.retry_after, Some(&b"2"[..]));
+    /// ```
+    fn file_headers<'a>(&'a self, response: &mut Response<'a>) {
+        for name in Response::HEADERS {
+            if let Some(value) = self.header(name) {
+                response.file_header(name, value);
+            }
+        }
+    }
 }
 
 /// Reads what the machines cannot see in the status and headers out of an
@@ -398,11 +427,7 @@ where
                 match result {
                     Ok(answer) => {
                         let mut r = Response::new(id, answer.status(), io.wall_clock());
-                        for name in Response::HEADERS {
-                            if let Some(value) = answer.header(name) {
-                                r = r.header(name, value);
-                            }
-                        }
+                        answer.file_headers(&mut r);
                         r.generation = io.generation();
                         r.retry_class = classify.retry_class(&answer);
                         r.job = classify.job(&answer);

@@ -342,26 +342,51 @@ impl<'a> Response<'a> {
     /// ```
     #[must_use]
     pub fn header(mut self, name: &str, value: &'a [u8]) -> Self {
-        let is = |n: &str| name.eq_ignore_ascii_case(n);
-        let v = Some(value);
-        if is("retry-after") {
-            self.retry_after = v;
-        } else if is("date") {
-            self.date = v;
-        } else if is("ratelimit") {
-            self.rate_limit.ratelimit = v;
-        } else if is("ratelimit-policy") {
-            self.rate_limit.ratelimit_policy = v;
-        } else if is("x-ratelimit-limit") {
-            self.rate_limit.x_ratelimit_limit = v;
-        } else if is("x-ratelimit-remaining") {
-            self.rate_limit.x_ratelimit_remaining = v;
-        } else if is("x-ratelimit-reset") {
-            self.rate_limit.x_ratelimit_reset = v;
-        } else if is("x-amz-retry-after") {
-            self.retry_after_ms = v;
+        if let Some(field) = self.field(name) {
+            *field = Some(value);
         }
         self
+    }
+
+    /// Files `value` under header `name` as [`header`](Self::header) does,
+    /// unless that field already holds a value: walking an answer's headers
+    /// in order, the first value of a repeated header is the one kept.
+    /// Returns whether `name` is one polite reads ([`Response::HEADERS`]).
+    ///
+    /// ```
+    /// use polite_core::{Response, SendId};
+    /// use std::time::UNIX_EPOCH;
+    /// let mut r = Response::new(SendId::default(), 429, UNIX_EPOCH);
+    /// assert!(r.file_header("retry-after", b"3"));
+    /// assert!(r.file_header("Retry-After", b"9")); // repeated: the first stays
+    /// assert!(!r.file_header("content-type", b"text/plain"));
+    /// assert_eq!(r.retry_after, Some(&b"3"[..]));
+    /// ```
+    pub fn file_header(&mut self, name: &str, value: &'a [u8]) -> bool {
+        match self.field(name) {
+            Some(field) => {
+                field.get_or_insert(value);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The field of header `name` (case-insensitive), if polite reads it.
+    fn field(&mut self, name: &str) -> Option<&mut Option<&'a [u8]>> {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        // By length first: most names an answer carries are none of these.
+        Some(match name.len() {
+            4 if is("date") => &mut self.date,
+            9 if is("ratelimit") => &mut self.rate_limit.ratelimit,
+            11 if is("retry-after") => &mut self.retry_after,
+            16 if is("ratelimit-policy") => &mut self.rate_limit.ratelimit_policy,
+            17 if is("x-ratelimit-limit") => &mut self.rate_limit.x_ratelimit_limit,
+            17 if is("x-ratelimit-reset") => &mut self.rate_limit.x_ratelimit_reset,
+            17 if is("x-amz-retry-after") => &mut self.retry_after_ms,
+            21 if is("x-ratelimit-remaining") => &mut self.rate_limit.x_ratelimit_remaining,
+            _ => return None,
+        })
     }
 
     /// Sets all the raw rate-limit headers at once.
