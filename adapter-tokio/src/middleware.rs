@@ -207,6 +207,17 @@ where
             None => Some(Bytes::new()),
             Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
         };
+        // The request as reqwest holds it, without headers or body: each
+        // attempt to the same URL starts from a clone of it, so its URL is
+        // not formatted and parsed again (`to_reqwest`).
+        let proto = buffered
+            .as_ref()
+            .and_then(|_| req.try_clone())
+            .map(|mut p| {
+                p.headers_mut().clear();
+                *p.body_mut() = None;
+                p
+            });
         let (parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
         let request_extensions = parts.extensions.clone();
         let mut options = extensions
@@ -242,6 +253,7 @@ where
             next,
             extensions: &shared,
             request_extensions,
+            proto,
             once: Mutex::new(once),
             streamed,
             read_whole,
@@ -298,6 +310,9 @@ struct NextTransport<'a> {
     /// The request's own extensions (reqwest keeps its per-request timeout
     /// there), given to every attempt.
     request_extensions: http::Extensions,
+    /// The caller's request without headers or body (its method, URL,
+    /// version and extensions), when its body is buffered.
+    proto: Option<reqwest::Request>,
     /// A request with a streaming body, sent once.
     once: Mutex<Option<reqwest::Request>>,
     streamed: bool,
@@ -310,6 +325,32 @@ struct NextTransport<'a> {
 type Sending<'a> = std::pin::Pin<
     Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'a>,
 >;
+
+impl NextTransport<'_> {
+    /// `request` built from the caller's own (`proto`) when it goes to the
+    /// same URL with the same method (the URL kept as reqwest parsed it);
+    /// else `request` back.
+    #[allow(clippy::result_large_err)]
+    fn like_proto(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<reqwest::Request, http::Request<Bytes>> {
+        let Some(proto) = &self.proto else {
+            return Err(request);
+        };
+        if request.method() != proto.method() || *request.uri() != *proto.url().as_str() {
+            return Err(request);
+        }
+        let Some(mut out) = proto.try_clone() else {
+            return Err(request);
+        };
+        let (parts, body) = request.into_parts();
+        *out.headers_mut() = parts.headers;
+        *out.version_mut() = parts.version;
+        *out.body_mut() = Some(body.into());
+        Ok(out)
+    }
+}
 
 impl<'a> Transport for NextTransport<'a> {
     type Sending = Sending<'a>;
@@ -331,11 +372,13 @@ impl<'a> Transport for NextTransport<'a> {
                     TransportErrorKind::RedirectNotReplayable,
                 ))
             }
-            None => {
-                let mut request = request;
-                *request.extensions_mut() = self.request_extensions.clone();
-                to_reqwest(request)
-            }
+            None => match self.like_proto(request) {
+                Ok(request) => Ok(request),
+                Err(mut request) => {
+                    *request.extensions_mut() = self.request_extensions.clone();
+                    to_reqwest(request)
+                }
+            },
         };
         let next = self.next.clone();
         let extensions = self.extensions;
