@@ -34,7 +34,7 @@
 # commands). What is left is mostly libFuzzer's own per-feature work.
 #
 # Budget: about 1 min to build, 20 s per target; about 3 min in all
-# with 5 targets (plus about 1 min once to install cargo-fuzz).
+# with 6 targets (plus about 1 min once to install cargo-fuzz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

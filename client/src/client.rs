@@ -191,11 +191,57 @@ where
     /// clones made from it; the pace stays shared with every clone.
     ///
     /// ```
-    /// # use polite_client::Runtime;
-    /// # fn f<R: Runtime, T: polite_client::Transport>(client: polite_client::Client<R, T>) where T::Sending: Unpin {
-    /// let client = client.observe(|event: polite_client::Observed<'_>| eprintln!("{event:?}"));
-    /// # drop(client);
+    /// # use bytes::Bytes;
+    /// # use polite_client::{CancelToken, Client, Clock, Config, Runtime, Transport, TransportError};
+    /// # use std::future::{Future, Ready, ready};
+    /// # use std::task::{Context, Poll, Waker};
+    /// # use std::time::Instant;
+    /// # struct Frozen(Instant);
+    /// # impl Clock for Frozen {
+    /// #     fn now(&self) -> Instant { self.0 }
+    /// #     fn poll_sleep(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<()> { Poll::Ready(()) }
     /// # }
+    /// # struct Tiny;
+    /// # impl Runtime for Tiny {
+    /// #     type Clock = Frozen;
+    /// #     type Token = CancelToken;
+    /// #     type Cancel = CancelToken;
+    /// #     type Call<F: Future> = F::Output;
+    /// #     type Ready = ();
+    /// #     fn clock() -> Frozen { Frozen(Instant::now()) }
+    /// #     fn watch(token: &CancelToken) -> CancelToken { token.clone() }
+    /// #     fn cancel(token: &CancelToken) { token.cancel() }
+    /// #     fn call<F: Future>(call: F) -> F::Output {
+    /// #         match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
+    /// #             Poll::Ready(out) => out,
+    /// #             Poll::Pending => unreachable!("nothing here waits"),
+    /// #         }
+    /// #     }
+    /// #     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> { ready(output) }
+    /// # }
+    /// # /// Answers 200 "hi".
+    /// # struct Hi;
+    /// # impl Transport for Hi {
+    /// #     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+    /// #         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
+    /// #     }
+    /// # }
+    /// # let get = || http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// use polite_client::Observed;
+    /// use std::sync::{Arc, Mutex};
+    /// let client: Client<Tiny, Hi> = Client::with_transport(Hi, Config::default())?; // answers 200
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// let client = client.observe(move |event: Observed<'_>| {
+    ///     if let Observed::Record(r) = event {
+    ///         log.lock().unwrap().push(r.reply);
+    ///     }
+    /// });
+    /// client.send(get())?;
+    /// client.clone().send(get())?; // clones keep the observer
+    /// assert_eq!(*seen.lock().unwrap(), [polite_core::Reply::Status(200); 2]);
+    /// # Ok::<(), polite_client::Error>(())
     /// ```
     #[must_use]
     pub fn observe(mut self, observer: impl Fn(Observed<'_>) + Send + Sync + 'static) -> Self {
@@ -220,12 +266,55 @@ where
     /// end of a run ("the pace settled at 4.2/s").
     ///
     /// ```
-    /// # use polite_client::Runtime;
-    /// # fn f<R: Runtime, T: polite_client::Transport>(client: polite_client::Client<R, T>) where T::Sending: Unpin {
+    /// # use bytes::Bytes;
+    /// # use polite_client::{CancelToken, Client, Clock, Config, Runtime, Transport, TransportError};
+    /// # use std::future::{Future, Ready, ready};
+    /// # use std::task::{Context, Poll, Waker};
+    /// # use std::time::Instant;
+    /// # struct Frozen(Instant);
+    /// # impl Clock for Frozen {
+    /// #     fn now(&self) -> Instant { self.0 }
+    /// #     fn poll_sleep(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<()> { Poll::Ready(()) }
+    /// # }
+    /// # struct Tiny;
+    /// # impl Runtime for Tiny {
+    /// #     type Clock = Frozen;
+    /// #     type Token = CancelToken;
+    /// #     type Cancel = CancelToken;
+    /// #     type Call<F: Future> = F::Output;
+    /// #     type Ready = ();
+    /// #     fn clock() -> Frozen { Frozen(Instant::now()) }
+    /// #     fn watch(token: &CancelToken) -> CancelToken { token.clone() }
+    /// #     fn cancel(token: &CancelToken) { token.cancel() }
+    /// #     fn call<F: Future>(call: F) -> F::Output {
+    /// #         match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
+    /// #             Poll::Ready(out) => out,
+    /// #             Poll::Pending => unreachable!("nothing here waits"),
+    /// #         }
+    /// #     }
+    /// #     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> { ready(output) }
+    /// # }
+    /// # /// Answers 200 "hi".
+    /// # struct Hi;
+    /// # impl Transport for Hi {
+    /// #     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+    /// #         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
+    /// #     }
+    /// # }
+    /// # let get = || http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// use polite_client::{PaceKey, Throttle};
+    /// use std::time::Duration;
+    /// // 30 sends per minute per origin.
+    /// let config = Config { throttle: Some(Throttle::new(30, Duration::from_secs(60))), ..Config::default() };
+    /// let client: Client<Tiny, Hi> = Client::with_transport(Hi, config)?;
+    /// assert!(client.pace_rates().is_empty()); // no origin called yet
+    /// client.send(get())?;
     /// for (key, rate) in client.pace_rates() {
     ///     println!("{}: {rate:.1}/s", key.as_str());
     /// }
-    /// # }
+    /// assert_eq!(client.pace_rates(), vec![(PaceKey::new("http://127.0.0.1:80"), 0.5)]);
+    /// # Ok::<(), polite_client::Error>(())
     /// ```
     #[must_use]
     pub fn pace_rates(&self) -> Vec<(PaceKey, f64)> {

@@ -60,7 +60,19 @@ pub const PACE_REQUESTS_PER_SECOND: &str = "polite_pace_requests_per_second";
 /// installed recorder. Optional; call it once after installing one.
 ///
 /// ```
-/// polite_client::metrics::describe(); // no recorder: goes nowhere
+/// use metrics_util::debugging::DebuggingRecorder;
+/// use polite_client::metrics::{ATTEMPTS_TOTAL, describe};
+/// describe(); // no recorder installed: goes nowhere
+///
+/// let recorder = DebuggingRecorder::new();
+/// let snapshot = recorder.snapshotter();
+/// metrics::with_local_recorder(&recorder, || {
+///     describe();
+///     metrics::counter!(ATTEMPTS_TOTAL).increment(1);
+/// });
+/// let (_, unit, help, _) = snapshot.snapshot().into_vec().pop().unwrap();
+/// assert_eq!(unit, Some(metrics::Unit::Count));
+/// assert!(help.unwrap().starts_with("Attempts that got an answer"));
 /// ```
 pub fn describe() {
     metrics::describe_counter!(

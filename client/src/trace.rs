@@ -11,10 +11,29 @@ use polite_core::record::AttemptRecord;
 /// ```
 /// use polite_core::{Reply, RequestId, SendId};
 /// use polite_core::record::{AttemptRecord, RetryAfterNote};
-/// polite_client::trace_record(&AttemptRecord {
+/// use std::sync::{Arc, Mutex};
+/// # struct Sink(Arc<Mutex<Vec<u8>>>);
+/// # impl std::io::Write for Sink {
+/// #     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().extend_from_slice(b); Ok(b.len()) }
+/// #     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+/// # }
+/// let ok = AttemptRecord {
 ///     request: RequestId(1), id: SendId::default(), reply: Reply::Status(200), class: None,
 ///     retry_after: RetryAfterNote::Absent, next: None, outcome: None,
-/// });
+/// };
+/// // Captured by a subscriber that writes events to `out` (no ANSI colours).
+/// let out = Arc::new(Mutex::new(Vec::new()));
+/// let sink = Arc::clone(&out);
+/// let subscriber = tracing_subscriber::fmt()
+///     .with_max_level(tracing::Level::DEBUG)
+///     .with_ansi(false)
+///     .with_writer(move || Sink(Arc::clone(&sink)))
+///     .finish();
+/// tracing::subscriber::with_default(subscriber, || polite_client::trace_record(&ok));
+/// let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+/// // A plain success is one DEBUG event of target `polite`.
+/// assert!(text.contains("DEBUG polite:"), "{text}");
+/// assert_eq!(text.lines().count(), 1, "{text}");
 /// ```
 pub fn trace_record(r: &AttemptRecord) {
     let next_ms = r

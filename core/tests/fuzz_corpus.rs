@@ -70,6 +70,11 @@ fn replay_ratelimit() {
 }
 
 #[test]
+fn replay_keyed_batch() {
+    replay(Target::Keyed);
+}
+
+#[test]
 fn every_target_has_a_corpus_and_a_fuzz_target() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
     for target in Target::ALL {

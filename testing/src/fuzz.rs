@@ -28,6 +28,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arbitrary::Unstructured;
 
+mod keyed;
+pub use keyed::{KeyedBudget, KeyedCase};
+
 use crate::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
 use crate::server_time;
 use crate::{
@@ -65,16 +68,20 @@ pub enum Target {
     /// `RateLimit`, `RateLimit-Policy` and `X-RateLimit-*` parsing, against
     /// an independent reading with `sfv`'s parsed types: [`RateLimitCase`].
     RateLimit,
+    /// A keyed `BatchMachine` (one pace and optionally one retry budget per
+    /// key) over an event script: [`KeyedCase`].
+    Keyed,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 5] = [
+    pub const ALL: [Target; 6] = [
         Target::RetryAfter,
         Target::Retry,
         Target::Poll,
         Target::Pace,
         Target::RateLimit,
+        Target::Keyed,
     ];
 
     /// The target's name.
@@ -86,6 +93,7 @@ impl Target {
             Target::Poll => "poll_script",
             Target::Pace => "pace_script",
             Target::RateLimit => "ratelimit",
+            Target::Keyed => "keyed_batch",
         }
     }
 
@@ -107,6 +115,7 @@ impl Target {
             Target::Poll => run::<PollCase>(data),
             Target::Pace => run::<PaceCase>(data),
             Target::RateLimit => run::<RateLimitCase>(data),
+            Target::Keyed => run::<KeyedCase>(data),
         }
     }
 }

@@ -512,15 +512,26 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// `RateLimit-Policy`; `X-RateLimit-*` on request).
     ///
     /// ```
-    /// use polite_core::{BatchMachine, BatchPolicy, Method, RateThrottle, RequestId, RequestInfo};
+    /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Machine, Method, RateThrottle,
+    ///                   RequestId, RequestInfo, Response};
     /// use polite_core::ratelimit::RateLimitHeaders;
     /// use polite_core::SplitMix64;
-    /// use std::time::{Duration, Instant};
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// let t0 = Instant::now();
     /// let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
-    /// let _batch = BatchMachine::new(BatchPolicy::default(), requests, SplitMix64::new(1),
-    ///                                RateThrottle::learning(1000).unwrap(), Instant::now(), Duration::from_secs(60))
+    /// let policy = BatchPolicy { concurrency: 1, ..BatchPolicy::default() };
+    /// let mut batch = BatchMachine::new(policy, requests, SplitMix64::new(1),
+    ///                                   RateThrottle::learning(1000).unwrap(), t0, Duration::from_secs(60))
     ///     .unwrap()
     ///     .rate_limit_headers(RateLimitHeaders::default().with_x_ratelimit());
+    /// let Action::Send(first) = batch.poll_action() else { unreachable!() };
+    /// // The first answer says "nothing left for 5 s" in X-RateLimit-* headers.
+    /// batch.handle(t0, Event::Response(Response::new(first.id, 200, UNIX_EPOCH)
+    ///     .header("X-RateLimit-Remaining", b"0")
+    ///     .header("X-RateLimit-Reset", b"5")));
+    /// // The next item waits those 5 s out.
+    /// let Action::SleepUntil(t) = batch.poll_action() else { panic!("sent during the pause") };
+    /// assert!(t >= t0 + Duration::from_secs(5));
     /// ```
     #[must_use]
     pub fn rate_limit_headers(mut self, headers: RateLimitHeaders) -> Self {

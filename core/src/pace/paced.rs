@@ -133,15 +133,34 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     /// `RateLimit-Policy`; `X-RateLimit-*` on request).
     ///
     /// ```
-    /// use polite_core::{Method, Paced, RateThrottle, RequestId, RequestInfo, RetryMachine, RetryPolicy};
+    /// use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo,
+    ///                   Response, RetryMachine, RetryPolicy};
     /// use polite_core::ratelimit::RateLimitHeaders;
     /// use polite_core::SplitMix64;
-    /// use std::time::{Duration, Instant};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
     /// let t0 = Instant::now();
-    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
-    ///                           SplitMix64::new(1), t0, Duration::from_secs(5)).unwrap();
-    /// let _paced = Paced::new(m, RateThrottle::learning(100).unwrap(), t0)
-    ///     .rate_limit_headers(RateLimitHeaders::default().with_x_ratelimit());
+    /// let make = |id| RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(id), Method::Get),
+    ///                                   SplitMix64::new(id), t0, Duration::from_secs(30)).unwrap();
+    /// // An answer that says "nothing left for 5 s" in X-RateLimit-* headers only.
+    /// let exhausted = |plan: polite_core::SendPlan| Response::new(plan.id, 200, UNIX_EPOCH)
+    ///     .header("X-RateLimit-Remaining", b"0")
+    ///     .header("X-RateLimit-Reset", b"5");
+    /// for (headers, paused) in [(RateLimitHeaders::default().with_x_ratelimit(), true),
+    ///                           (RateLimitHeaders::default(), false)] {
+    ///     let pace = Arc::new(Mutex::new(RateThrottle::learning(100).unwrap()));
+    ///     let mut a = Paced::new(make(1), Arc::clone(&pace), t0).rate_limit_headers(headers);
+    ///     let Action::Send(plan) = a.poll_action() else { unreachable!() };
+    ///     a.handle(t0, Event::Response(exhausted(plan)));
+    ///     // Another machine on the same pace: held for the 5 s only when
+    ///     // the X-RateLimit-* headers are read.
+    ///     let mut b = Paced::new(make(2), Arc::clone(&pace), t0);
+    ///     match b.poll_action() {
+    ///         Action::SleepUntil(t) => assert!(paused && t >= t0 + Duration::from_secs(5)),
+    ///         Action::Send(_) => assert!(!paused),
+    ///         other => panic!("{other:?}"),
+    ///     }
+    /// }
     /// ```
     #[must_use]
     pub fn rate_limit_headers(mut self, headers: RateLimitHeaders) -> Paced<M, P> {
@@ -154,16 +173,26 @@ impl<M: Machine, P: Pace> Paced<M, P> {
     /// machine's `policy.retry_after`).
     ///
     /// ```
-    /// use polite_core::{Method, Paced, RequestId, RequestInfo, RetryMachine, RetryPolicy};
-    /// use polite_core::pace::Unpaced;
+    /// use polite_core::{Action, Event, Method, Paced, RateThrottle, RequestId, RequestInfo,
+    ///                   Response, RetryMachine, RetryPolicy};
     /// use polite_core::policy::RetryAfterLimits;
     /// use polite_core::SplitMix64;
-    /// use std::time::{Duration, Instant};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
     /// let t0 = Instant::now();
-    /// let policy = RetryPolicy::default();
-    /// let m = RetryMachine::new(policy, RequestInfo::new(RequestId(1), Method::Get),
-    ///                           SplitMix64::new(1), t0, Duration::from_secs(5)).unwrap();
-    /// let _paced = Paced::new(m, Unpaced, t0).retry_after_limits(policy.retry_after);
+    /// let mut policy = RetryPolicy::default();
+    /// policy.retry_after.min = Duration::from_secs(3); // a Retry-After: 0 means "wait 3 s"
+    /// let make = |id| RetryMachine::new(policy, RequestInfo::new(RequestId(id), Method::Get),
+    ///                                   SplitMix64::new(id), t0, Duration::from_secs(30)).unwrap();
+    /// let pace = Arc::new(Mutex::new(RateThrottle::new(10, Duration::from_secs(1)).unwrap()));
+    /// let mut a = Paced::new(make(1), Arc::clone(&pace), t0).retry_after_limits(policy.retry_after);
+    /// let Action::Send(plan) = a.poll_action() else { unreachable!() };
+    /// a.handle(t0, Event::Response(Response::new(plan.id, 429, UNIX_EPOCH).header("Retry-After", b"0")));
+    /// // The shared cool-down is the 0 s raised to the limits' 3 s minimum:
+    /// // another machine on the pace is held that long, and not much longer.
+    /// let mut b = Paced::new(make(2), Arc::clone(&pace), t0);
+    /// let Action::SleepUntil(t) = b.poll_action() else { panic!("sent during the cool-down") };
+    /// assert!(t >= t0 + Duration::from_secs(3) && t < t0 + Duration::from_secs(4), "{:?}", t - t0);
     /// ```
     #[must_use]
     pub fn retry_after_limits(mut self, limits: RetryAfterLimits) -> Paced<M, P> {

@@ -234,6 +234,14 @@ fn wait(ctx: &Ctx, url: &str, long_poll: bool) -> ExpectedOutcome {
 }
 
 /// Many requests: `concurrency` workers, a shared sliding-window throttle, one deadline.
+///
+/// The throttle counts a send in its window from the moment it is granted
+/// until `window` after its answer came back: the server saw the request
+/// at some instant between the two, so the next send that window allows
+/// reaches the server at least `window` after it, however late the threads
+/// of this (shared, loaded) machine ran. Timing the window from the grant
+/// instead left only the margin between a late first send and an early
+/// fourth one.
 fn batch(
     ctx: &Ctx,
     method: &str,
@@ -243,28 +251,41 @@ fn batch(
 ) -> Vec<ExpectedOutcome> {
     let next = Mutex::new(0usize);
     let results = Mutex::new(vec![ExpectedOutcome::TimedOut; urls.len()]);
-    let sent = Mutex::new(VecDeque::<Instant>::new());
+    // Answers' instants, oldest first, and the sends granted but not yet answered.
+    let window_log = Mutex::new((VecDeque::<Instant>::new(), 0u32));
     let acquire = || -> bool {
         let Some((limit, window)) = throttle else {
             return true;
         };
         loop {
             let wait = {
-                let mut sent = sent.lock().unwrap();
+                let mut log = window_log.lock().unwrap();
+                let (answered, in_flight) = &mut *log;
                 let now = Instant::now();
-                while sent.front().is_some_and(|t| *t + window <= now) {
-                    sent.pop_front();
+                while answered.front().is_some_and(|t| *t + window <= now) {
+                    answered.pop_front();
                 }
-                if sent.len() < limit as usize {
-                    sent.push_back(now);
+                if answered.len() + (*in_flight as usize) < limit as usize {
+                    *in_flight += 1;
                     return true;
                 }
-                sent[0] + window + THROTTLE_MARGIN
+                match answered.front() {
+                    Some(t) => *t + window + THROTTLE_MARGIN,
+                    // Every slot is a send still in flight: look again soon.
+                    None => now + Duration::from_millis(5),
+                }
             };
             if wait > ctx.deadline {
                 return false;
             }
             sleep_until(wait);
+        }
+    };
+    let answered = || {
+        if throttle.is_some() {
+            let mut log = window_log.lock().unwrap();
+            log.1 -= 1;
+            log.0.push_back(Instant::now());
         }
     };
     std::thread::scope(|s| {
@@ -281,7 +302,9 @@ fn batch(
                         if !acquire() {
                             break ExpectedOutcome::TimedOut;
                         }
-                        match send(ctx, method, url, true).0 {
+                        let sent = send(ctx, method, url, true).0;
+                        answered();
+                        match sent {
                             // The batch retries a rate-limited item inside the deadline.
                             ExpectedOutcome::RateLimited
                                 if Instant::now() + Duration::from_millis(100) < ctx.deadline =>
