@@ -25,11 +25,13 @@
 //! `https://`, against the lab in TLS mode.
 //!
 //! [`hostile`] does the same for answers that repeating cannot cure
-//! (`polite_lab::hostile_tests!`).
+//! (`polite_lab::hostile_tests!`), and [`keys`] for one pace per origin
+//! inside a batch.
 
 use std::time::Instant;
 
 pub mod hostile;
+pub mod keys;
 
 use bytes::Bytes;
 use polite_client::{
