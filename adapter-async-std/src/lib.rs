@@ -224,6 +224,8 @@ mod clock;
 mod http1;
 #[cfg(feature = "http1")]
 mod pool;
+#[cfg(feature = "http1")]
+mod recycle;
 mod runtime;
 #[cfg(feature = "tls")]
 mod tls;

@@ -101,10 +101,14 @@ impl AsyncWrite for Conn {
     }
 }
 
-/// An idle connection and when it was put back.
+/// An idle connection, its read buffer, and when it was put back. The
+/// buffer's content is stale (only a connection whose answer was read to
+/// its exact end is pooled): it is kept so that the next answer is read
+/// into memory already paged in, at the size earlier answers grew it to.
 #[derive(Debug)]
 struct Idle {
     conn: Conn,
+    buf: Vec<u8>,
     since: Instant,
 }
 
@@ -133,8 +137,14 @@ impl Pool {
         expired
     }
 
-    /// An idle connection to `origin` that still looks usable at `now`, if any.
-    pub(crate) fn take(&self, origin: &Origin, now: Instant, timeout: Duration) -> Option<Conn> {
+    /// An idle connection to `origin` that still looks usable at `now`, if
+    /// any, with its read buffer.
+    pub(crate) fn take(
+        &self,
+        origin: &Origin,
+        now: Instant,
+        timeout: Duration,
+    ) -> Option<(Conn, Vec<u8>)> {
         loop {
             let (idle, expired) = {
                 let mut map = self.lock();
@@ -146,20 +156,22 @@ impl Pool {
                 (idle, expired)
             };
             drop(expired);
-            let mut conn = idle?.conn;
+            let Idle { mut conn, buf, .. } = idle?;
             if conn.is_quiet() {
-                return Some(conn);
+                return Some((conn, buf));
             }
             // Closed by the server while idle: dropped; try the next one.
         }
     }
 
-    /// Puts a connection whose answer was read whole back at `now`,
-    /// keeping at most `max_idle` for its origin (the oldest go first).
+    /// Puts a connection whose answer was read whole back at `now`, with
+    /// its read buffer, keeping at most `max_idle` for its origin (the
+    /// oldest go first).
     pub(crate) fn put(
         &self,
         origin: Origin,
         conn: Conn,
+        buf: Vec<u8>,
         now: Instant,
         timeout: Duration,
         max_idle: usize,
@@ -171,7 +183,11 @@ impl Pool {
             let mut map = self.lock();
             let mut dropped = Pool::expire(&mut map, now, timeout);
             let list = map.entry(origin).or_default();
-            list.push(Idle { conn, since: now });
+            list.push(Idle {
+                conn,
+                buf,
+                since: now,
+            });
             let excess = list.len().saturating_sub(max_idle);
             dropped.extend(list.drain(..excess));
             dropped
@@ -217,10 +233,10 @@ mod tests {
         let pool = Pool::default();
         let t0 = Instant::now();
         let timeout = Duration::from_secs(30);
-        pool.put(origin(1), conn(&listener), t0, timeout, 8);
+        pool.put(origin(1), conn(&listener), Vec::new(), t0, timeout, 8);
         assert_eq!(pool.idle(t0 + Duration::from_secs(29), timeout), 1);
         assert_eq!(pool.idle(t0 + timeout, timeout), 0, "expired at 30 s");
-        pool.put(origin(1), conn(&listener), t0, timeout, 8);
+        pool.put(origin(1), conn(&listener), Vec::new(), t0, timeout, 8);
         assert!(pool.take(&origin(1), t0 + timeout, timeout).is_none());
         assert!(pool.lock().is_empty(), "the origin is forgotten");
     }
@@ -232,9 +248,9 @@ mod tests {
         let now = Instant::now();
         let timeout = Duration::from_secs(30);
         for _ in 0..3 {
-            pool.put(origin(1), conn(&listener), now, timeout, 2);
+            pool.put(origin(1), conn(&listener), Vec::new(), now, timeout, 2);
         }
-        pool.put(origin(2), conn(&listener), now, timeout, 2);
+        pool.put(origin(2), conn(&listener), Vec::new(), now, timeout, 2);
         assert_eq!(pool.idle(now, timeout), 3);
         let https = Origin {
             tls: true,
@@ -248,8 +264,15 @@ mod tests {
         assert!(pool.take(&origin(1), now, timeout).is_some());
         assert!(pool.take(&origin(1), now, timeout).is_none());
         // Pooling off: nothing is kept.
-        pool.put(origin(3), conn(&listener), now, timeout, 0);
-        pool.put(origin(3), conn(&listener), now, Duration::ZERO, 8);
+        pool.put(origin(3), conn(&listener), Vec::new(), now, timeout, 0);
+        pool.put(
+            origin(3),
+            conn(&listener),
+            Vec::new(),
+            now,
+            Duration::ZERO,
+            8,
+        );
         assert!(pool.take(&origin(3), now, timeout).is_none());
     }
 
@@ -259,7 +282,7 @@ mod tests {
         let pool = Pool::default();
         let now = Instant::now();
         let timeout = Duration::from_secs(30);
-        pool.put(origin(1), conn(&listener), now, timeout, 8);
+        pool.put(origin(1), conn(&listener), Vec::new(), now, timeout, 8);
         let (peer, _) = listener.accept().unwrap();
         drop(peer); // FIN
         // The FIN crosses loopback at once; should it still be on its way,
@@ -271,7 +294,7 @@ mod tests {
             match taken {
                 None => break,
                 Some(c) => {
-                    pool.put(origin(1), c, now, timeout, 8);
+                    pool.put(origin(1), c.0, c.1, now, timeout, 8);
                     assert!(
                         start.elapsed() < Duration::from_secs(5),
                         "the close was never seen"

@@ -227,3 +227,121 @@ fn a_hanging_attempt_is_aborted_at_abort_at_on_both_executors() {
         assert!(took < Duration::from_millis(600), "{executor}: {took:?}");
     }
 }
+
+/// Serves `answers` in order on one connection (reading each request head
+/// first), then closes. Returns the address; the handle yields how many
+/// connections it accepted (always 1: the test fails if the client opens
+/// another, since nobody accepts it).
+fn one_connection(answers: Vec<Vec<u8>>) -> (SocketAddr, std::thread::JoinHandle<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        for answer in answers {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            // In pieces, so that bodies straddle the client's reads.
+            for piece in answer.chunks(7001) {
+                s.write_all(piece).unwrap();
+            }
+        }
+        1
+    });
+    (addr, handle)
+}
+
+fn length_answer(fill: u8, n: usize) -> Vec<u8> {
+    let mut a = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+    a.resize(a.len() + n, fill);
+    a
+}
+
+fn chunked_answer(fill: u8, n: usize, chunk: usize) -> Vec<u8> {
+    let mut a = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk);
+        a.extend_from_slice(format!("{k:x}\r\n").as_bytes());
+        a.resize(a.len() + k, fill);
+        a.extend_from_slice(b"\r\n");
+        left -= k;
+    }
+    a.extend_from_slice(b"0\r\n\r\n");
+    a
+}
+
+/// Bodies are decoded into buffers reused from dropped bodies, over their
+/// stale bytes: each body must still be exactly its own bytes, whatever
+/// its framing and whatever longer body the buffer held before, the limit
+/// must still hold, and the connection must carry every answer.
+#[test]
+fn bodies_read_into_reused_buffers_are_exact_in_every_framing_on_one_connection() {
+    let limit = 40_000;
+    let answers = vec![
+        length_answer(b'a', 40_000), // exactly the limit
+        chunked_answer(b'c', 30_000, 3_001),
+        length_answer(b'b', 21_000),
+        length_answer(b'e', 0),
+        chunked_answer(b'f', 17_000, 16_999),
+        length_answer(b'g', 39_999),
+        // Over the limit, by what arrives: refused, the connection closed.
+        chunked_answer(b'h', 40_001, 10_000),
+    ];
+    let expected: Vec<(u8, usize)> = vec![
+        (b'a', 40_000),
+        (b'c', 30_000),
+        (b'b', 21_000),
+        (b'e', 0),
+        (b'f', 17_000),
+        (b'g', 39_999),
+    ];
+    let (addr, server) = one_connection(answers);
+    let t = Http1Transport::new().max_body(limit);
+    let url = format!("http://{addr}/");
+    for (fill, n) in expected {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let resp = smol::block_on(t.send(get(&url), deadline)).unwrap();
+        assert_eq!(resp.body().len(), n, "{}", fill as char);
+        assert!(
+            resp.body().iter().all(|b| *b == fill),
+            "stale bytes in the body of {}",
+            fill as char
+        );
+        // Dropped here: its buffer may serve the next body.
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = smol::block_on(t.send(get(&url), deadline)).unwrap_err();
+    assert_eq!(err.kind(), TransportErrorKind::BodyTooLarge);
+    assert_eq!(server.join().unwrap(), 1);
+    assert_eq!(
+        t.idle_connections(),
+        0,
+        "a refused body's connection is closed"
+    );
+}
+
+/// A body still held by its caller is never written over: the next bodies
+/// go to fresh buffers.
+#[test]
+fn a_body_the_caller_keeps_is_never_reused() {
+    let (addr, server) = one_connection(vec![
+        length_answer(b'a', 50_000),
+        length_answer(b'b', 50_000),
+        chunked_answer(b'c', 50_000, 4_096),
+    ]);
+    let t = Http1Transport::new();
+    let url = format!("http://{addr}/");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let kept: Vec<_> = (0..3)
+        .map(|_| smol::block_on(t.send(get(&url), deadline)).unwrap())
+        .collect();
+    for (resp, fill) in kept.iter().zip([b'a', b'b', b'c']) {
+        assert_eq!(resp.body().len(), 50_000);
+        assert!(resp.body().iter().all(|b| *b == fill));
+    }
+    assert_eq!(server.join().unwrap(), 1);
+}
