@@ -268,3 +268,34 @@ fn the_conformance_send_scenarios_pass_through_the_middleware() {
         }
     });
 }
+
+#[tokio::test]
+async fn reqwests_own_per_request_timeout_bounds_every_attempt() {
+    // Every answer takes 10 s; reqwest's `.timeout(300 ms)` cuts each
+    // attempt, and polite retries until its 3 s budget ends. Were the
+    // timeout lost on a retry (it rides in the request's extensions), that
+    // attempt would hang to the deadline: two requests at most.
+    let lab = Lab::start(LabConfig::default().fault(
+        polite_lab::PathMatch::prefix("/slow"),
+        polite_lab::Fault::Slow(Duration::from_secs(10)),
+    ))
+    .unwrap();
+    let client = stack(Config {
+        timeout: Duration::from_secs(3),
+        ..Config::default()
+    });
+    let started = Instant::now();
+    let result = client
+        .get(lab.url("/slow/1"))
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    let took = started.elapsed();
+    assert!(result.is_err(), "{result:?}");
+    let sent = lab.log().len();
+    assert!(
+        sent >= 3,
+        "{sent} requests in {took:?}: an attempt was not cut at 300 ms"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}
