@@ -24,6 +24,7 @@ use polite_core::pace::PaceLimit;
 use polite_core::ratelimit::RateLimitInfo;
 use polite_core::{BudgetSet, Pace, PaceSet, Reply, RetryClass};
 
+use crate::items::ItemMap;
 use crate::meter::{CallMeter, Origin};
 use crate::options::CallOptions;
 use crate::paces::{ClientBudget, PaceKey, Paces};
@@ -47,9 +48,9 @@ struct Slot {
 #[derive(Default)]
 struct Slots {
     by_key: HashMap<PaceKey, u32>,
-    slots: HashMap<u32, Slot>,
+    slots: ItemMap<u32, Slot>,
     /// The slot of each item in progress.
-    items: HashMap<u32, u32>,
+    items: ItemMap<u32, u32>,
     next: u32,
 }
 

@@ -4,7 +4,6 @@
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -13,6 +12,7 @@ use polite_core::{Outcome, SendPlan, TransportErrorKind};
 
 use crate::answer::HttpAnswer;
 use crate::error::TransportError;
+use crate::items::ItemMap;
 use crate::meter::CallMeter;
 use crate::redirect::{Chain, Next, RedirectPolicy};
 use crate::transport::{Cancel, Clock, Transport};
@@ -54,7 +54,7 @@ impl std::fmt::Debug for Requests<'_> {
 /// what to do with each item's end.
 struct Pulled<'a> {
     source: Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'a>,
-    active: HashMap<u32, http::Request<Bytes>>,
+    active: ItemMap<u32, http::Request<Bytes>>,
     next: u32,
     /// The request id of item 0 (item `k` has `first_id + k`).
     first_id: u64,
@@ -122,7 +122,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             cancel,
             requests: Requests::Pulled(Box::new(Pulled {
                 source,
-                active: HashMap::new(),
+                active: ItemMap::default(),
                 next: 0,
                 first_id,
                 gate,
@@ -236,7 +236,7 @@ pub fn copy_request(r: &http::Request<Bytes>) -> http::Request<Bytes> {
 /// What one call's sends left behind, per item (only items in progress,
 /// for a streaming batch): how many sends, and the transport error of the
 /// item's latest send when it got no answer.
-type Failures = HashMap<usize, Failure>;
+type Failures = ItemMap<usize, Failure>;
 
 type Shared = Arc<Mutex<Failures>>;
 

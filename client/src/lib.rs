@@ -42,6 +42,7 @@ mod ctrl_c;
 mod error;
 mod fleet;
 mod io;
+mod items;
 mod job;
 mod meter;
 #[cfg(feature = "metrics")]

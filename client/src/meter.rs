@@ -84,7 +84,6 @@ pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
 
 #[cfg(feature = "metrics")]
 mod on {
-    use std::collections::HashMap;
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::{Duration, Instant};
 
@@ -95,6 +94,7 @@ mod on {
     use polite_core::record::{AttemptRecord, DelaySource, PlannedDelay};
     use polite_core::{Outcome, Pace, RetryClass, SendPlan};
 
+    use crate::items::ItemMap;
     use crate::metrics as m;
     use crate::pace::ClientPace;
     use crate::paces::PaceKey;
@@ -142,10 +142,10 @@ mod on {
         started: Instant,
         /// A batch's items in progress, by the key each is paced by: the
         /// label of each item's own attempts, waits and outcome.
-        items: Mutex<HashMap<u32, Origin>>,
+        items: Mutex<ItemMap<u32, Origin>>,
         /// Per item, the delay its latest record planned, until its next
         /// send (or its end, or the call's) says how much of it passed.
-        pending: Mutex<HashMap<u32, PlannedDelay>>,
+        pending: Mutex<ItemMap<u32, PlannedDelay>>,
     }
 
     impl Drop for Inner {
