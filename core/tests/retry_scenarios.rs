@@ -687,3 +687,44 @@ fn records_never_hold_header_values() {
         RetryAfterNote::Rejected(RetryAfterError::Malformed)
     );
 }
+
+/// What a `RetryMachine` says about itself, directly and through the
+/// `Machine` trait the drive loop uses (found missing by cargo-mutants:
+/// `policy`, `in_flight`, `Machine::deadline` and `Machine::class_of`
+/// could each return a constant and no test of the fast set noticed).
+#[test]
+fn the_machine_reports_its_policy_flight_deadline_and_classes() {
+    use polite_core::Machine;
+    let t0 = origin();
+    let mut policy = no_jitter();
+    policy.max_retries.server_error = 7;
+    policy.rate_limited_statuses = StatusSet::of(&[429, 420]);
+    let mut m = machine(policy, get(), t0, 30 * S);
+    assert_eq!(m.policy().max_retries.server_error, 7);
+    assert_eq!(m.policy(), &policy);
+    assert_eq!(Machine::deadline(&m), Some(t0 + 30 * S));
+    assert_eq!(m.deadline(), t0 + 30 * S);
+
+    assert!(!m.in_flight(), "nothing sent yet");
+    let plan = send(&mut m);
+    assert!(m.in_flight(), "the first attempt is out");
+    let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let classes: Vec<Option<RetryClass>> = [420, 503, 200, 404]
+        .map(|s| Machine::class_of(&m, &Response::new(plan.id, s, wall)))
+        .to_vec();
+    assert_eq!(
+        classes,
+        [
+            Some(RetryClass::RateLimited),
+            Some(RetryClass::ServerError),
+            None,
+            None
+        ]
+    );
+    m.handle(t0 + 10 * MS, Event::Response(answer(503, &plan)));
+    assert!(!m.in_flight(), "answered: waiting for the backoff");
+    m.handle(t0 + 10 * S, Event::Tick);
+    send(&mut m);
+    assert!(m.in_flight(), "the retry is out");
+    assert_eq!(m.sends(), 2);
+}
