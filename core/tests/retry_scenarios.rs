@@ -728,3 +728,25 @@ fn the_machine_reports_its_policy_flight_deadline_and_classes() {
     assert!(m.in_flight(), "the retry is out");
     assert_eq!(m.sends(), 2);
 }
+
+/// A tick while the attempt is in flight, before the deadline, changes
+/// nothing: the answer that follows still counts (found missing by
+/// cargo-mutants: the in-flight timeout's guard `now >= deadline` could be
+/// `true` with no test of the fast set failing).
+#[test]
+fn a_tick_in_flight_before_the_deadline_keeps_waiting_for_the_answer() {
+    let t0 = origin();
+    let mut m = machine(no_jitter(), get(), t0, 30 * S);
+    let plan = send(&mut m);
+    m.handle(t0 + S, Event::Tick);
+    assert!(m.in_flight());
+    assert_eq!(m.outcome(), None);
+    assert_eq!(m.poll_action(), Action::SleepUntil(t0 + 30 * S));
+    m.handle(t0 + 2 * S, Event::Response(answer(200, &plan)));
+    assert_eq!(m.outcome(), Some(Outcome::Succeeded { status: 200 }));
+    // At the deadline itself the tick ends a call still in flight.
+    let mut late = machine(no_jitter(), get(), t0, 30 * S);
+    send(&mut late);
+    late.handle(t0 + 30 * S, Event::Tick);
+    assert_eq!(late.outcome(), Some(Outcome::TimedOut { needed: None }));
+}
