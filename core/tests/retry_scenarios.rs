@@ -749,4 +749,12 @@ fn a_tick_in_flight_before_the_deadline_keeps_waiting_for_the_answer() {
     send(&mut late);
     late.handle(t0 + 30 * S, Event::Tick);
     assert_eq!(late.outcome(), Some(Outcome::TimedOut { needed: None }));
+    // So does a tick at the deadline while waiting to retry (the outcome
+    // is known at once, not only at the next poll).
+    let mut waiting = machine(no_jitter(), get(), t0, 30 * S);
+    let plan = send(&mut waiting);
+    waiting.handle(t0 + 29 * S, Event::Response(answer(503, &plan)));
+    assert_eq!(waiting.outcome(), None);
+    waiting.handle(t0 + 30 * S, Event::Tick);
+    assert_eq!(waiting.outcome(), Some(Outcome::TimedOut { needed: None }));
 }
