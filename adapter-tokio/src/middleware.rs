@@ -199,7 +199,7 @@ where
 {
     async fn handle(
         &self,
-        req: reqwest::Request,
+        mut req: reqwest::Request,
         extensions: &mut http::Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
@@ -209,17 +209,27 @@ where
         };
         // The request as reqwest holds it, without headers or body: each
         // attempt to the same URL starts from a clone of it, so its URL is
-        // not formatted and parsed again (`to_reqwest`).
-        let proto = buffered
-            .as_ref()
-            .and_then(|_| req.try_clone())
-            .map(|mut p| {
-                p.headers_mut().clear();
-                *p.body_mut() = None;
-                p
-            });
+        // not formatted and parsed again (`to_reqwest`). Made with the
+        // headers (and a buffered body) set aside, so that they are not
+        // copied only to be dropped.
+        let proto = match &buffered {
+            Some(_) => {
+                let headers = std::mem::take(req.headers_mut());
+                let body = req.body_mut().take();
+                let proto = req.try_clone();
+                *req.headers_mut() = headers;
+                *req.body_mut() = body;
+                proto
+            }
+            None => None,
+        };
         let (parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
-        let request_extensions = parts.extensions.clone();
+        // Only without `proto` (whose extensions are the same): reqwest
+        // keeps a request's extensions to itself.
+        let request_extensions = match proto {
+            Some(_) => None,
+            None => Some(parts.extensions.clone()),
+        };
         let mut options = extensions
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
@@ -308,8 +318,9 @@ struct NextTransport<'a> {
     /// (as `reqwest-retry` does), handed back when the call ends.
     extensions: &'a tokio::sync::Mutex<http::Extensions>,
     /// The request's own extensions (reqwest keeps its per-request timeout
-    /// there), given to every attempt.
-    request_extensions: http::Extensions,
+    /// there), given to every attempt: `proto`'s, or these when there is no
+    /// `proto`.
+    request_extensions: Option<http::Extensions>,
     /// The caller's request without headers or body (its method, URL,
     /// version and extensions), when its body is buffered.
     proto: Option<reqwest::Request>,
@@ -327,6 +338,22 @@ type Sending<'a> = std::pin::Pin<
 >;
 
 impl NextTransport<'_> {
+    /// The caller's request's extensions, for an attempt not built from
+    /// `proto` (a redirect hop): reqwest hands them out only by converting
+    /// the request, so a clone of `proto` is converted (its URL parsed
+    /// again), which only such hops pay for.
+    fn extensions_of_request(&self) -> http::Extensions {
+        if let Some(own) = &self.request_extensions {
+            return own.clone();
+        }
+        self.proto
+            .as_ref()
+            .and_then(reqwest::Request::try_clone)
+            .and_then(|p| http::Request::<reqwest::Body>::try_from(p).ok())
+            .map(|r| r.into_parts().0.extensions)
+            .unwrap_or_default()
+    }
+
     /// `request` built from the caller's own (`proto`) when it goes to the
     /// same URL with the same method (the URL kept as reqwest parsed it);
     /// else `request` back.
@@ -375,7 +402,7 @@ impl<'a> Transport for NextTransport<'a> {
             None => match self.like_proto(request) {
                 Ok(request) => Ok(request),
                 Err(mut request) => {
-                    *request.extensions_mut() = self.request_extensions.clone();
+                    *request.extensions_mut() = self.extensions_of_request();
                     to_reqwest(request)
                 }
             },

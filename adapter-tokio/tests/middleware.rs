@@ -299,3 +299,54 @@ async fn reqwests_own_per_request_timeout_bounds_every_attempt() {
     );
     assert!(took < Duration::from_secs(6), "{took:?}");
 }
+
+#[tokio::test]
+async fn a_redirect_hop_polite_follows_keeps_reqwests_own_timeout() {
+    // The hop is sent from polite's copy of the request (another URL), not
+    // from the caller's reqwest request: reqwest's `.timeout(300 ms)`,
+    // kept in that request's extensions, must bound the hop too. Were it
+    // lost, the hop would hang to polite's 3 s deadline: one request.
+    let lab = Lab::start(LabConfig::default().fault(
+        polite_lab::PathMatch::prefix("/slow"),
+        polite_lab::Fault::Slow(Duration::from_secs(10)),
+    ))
+    .unwrap();
+    let hops = polite_lab::hostile::Hostile::start(vec![(
+        "/go",
+        polite_lab::hostile::Reply::redirect(307, lab.url("/slow/1")),
+    )])
+    .unwrap();
+    let config = Config {
+        timeout: Duration::from_secs(3),
+        redirects: polite_tokio::RedirectPolicy::up_to(3),
+        ..Config::default()
+    };
+    let unfollowing = || {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    };
+    let polite = polite_tokio::Client::with_transport(
+        polite_tokio::ReqwestTransport::new(unfollowing()),
+        config,
+    )
+    .unwrap();
+    let client = ClientBuilder::new(unfollowing())
+        .with(PoliteMiddleware::from_client(polite))
+        .build();
+    let started = Instant::now();
+    let result = client
+        .get(hops.url("/go"))
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    let took = started.elapsed();
+    assert!(result.is_err(), "{result:?}");
+    let sent = lab.log().len();
+    assert!(
+        sent >= 3,
+        "{sent} hops in {took:?}: a hop was not cut at 300 ms"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}

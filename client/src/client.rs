@@ -530,7 +530,7 @@ where
         transport: &U,
         machine: M,
         request: &http::Request<Bytes>,
-        call: &Started<'_>,
+        call: &Started,
         clock: R::Clock,
         cancel: C,
         classify: &mut J,
@@ -593,19 +593,21 @@ where
         kind: &'static str,
         request: &http::Request<Bytes>,
         now: std::time::Instant,
-    ) -> Started<'_> {
+    ) -> Started {
         let options = CallOptions::of(request);
         let paces = &self.shared.paces;
         let key = options
             .pace_key
             .clone()
             .unwrap_or_else(|| paces.key_of(request));
+        let (pace, budget) = paces.entry(&key, now);
         Started {
             id: self.next_id(),
             now,
             retry: options.retry.unwrap_or(self.shared.config.retry),
             timeout: options.timeout.unwrap_or(self.shared.config.timeout),
-            paces,
+            pace,
+            budget,
             key,
             kind,
             label: options.label,
@@ -887,25 +889,27 @@ impl Observe for Tracing<'_> {
 
 /// A call as it starts: its id and instant, its retry rules and budget
 /// (the client's, or its [`CallOptions`]'), and the key of its pace.
-struct Started<'c> {
+struct Started {
     id: u64,
     now: std::time::Instant,
     retry: RetryPolicy,
     timeout: Duration,
-    paces: &'c Paces,
+    /// The key's pace and retry budget (one lookup).
+    pace: Arc<Mutex<ClientPace>>,
+    budget: ClientBudget,
     key: PaceKey,
     /// `send` or `wait`, for the span.
     kind: &'static str,
     label: Option<String>,
 }
 
-impl Started<'_> {
+impl Started {
     fn pace(&self) -> Arc<Mutex<ClientPace>> {
-        self.paces.get(&self.key, self.now)
+        Arc::clone(&self.pace)
     }
 
     fn budget(&self) -> ClientBudget {
-        self.paces.budget(&self.key, self.now)
+        self.budget.clone()
     }
 }
 

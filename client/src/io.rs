@@ -251,7 +251,7 @@ fn failures(shared: &Shared) -> std::sync::MutexGuard<'_, Failures> {
 pub struct Sending<'a, T: Transport> {
     transport: &'a T,
     state: State<T::Sending>,
-    chain: Option<Chain>,
+    chain: Hops<'a>,
     abort_at: Instant,
     shared: Shared,
     item: usize,
@@ -260,6 +260,36 @@ pub struct Sending<'a, T: Transport> {
 enum State<F> {
     Flying(F),
     Failed(Option<TransportError>),
+}
+
+/// An attempt's redirects: none followed, or the chain, made at the first
+/// redirect (most attempts get none, and making it copies the request).
+enum Hops<'a> {
+    Off,
+    /// The chain is made from this request (the caller's, which outlives
+    /// the call) at the first redirect.
+    Later(&'a http::Request<Bytes>, RedirectPolicy),
+    Chain(Box<Chain>),
+}
+
+impl Hops<'_> {
+    fn start<'b>(request: &http::Request<Bytes>, policy: RedirectPolicy) -> Hops<'b> {
+        Chain::start(request, policy).map_or(Hops::Off, |c| Hops::Chain(Box::new(c)))
+    }
+
+    /// What follows `response`: `None` when it is the attempt's answer.
+    fn next(&mut self, response: &http::Response<Bytes>) -> Option<Next> {
+        if let Hops::Later(request, policy) = self {
+            if !response.status().is_redirection() {
+                return None;
+            }
+            *self = Hops::start(request, *policy);
+        }
+        match self {
+            Hops::Chain(chain) => Some(chain.next(response)),
+            _ => None,
+        }
+    }
 }
 
 impl<T: Transport> std::fmt::Debug for Sending<'_, T> {
@@ -302,7 +332,7 @@ where
                 Poll::Ready(Err(e)) => return this.fail(e),
                 Poll::Ready(Ok(r)) => r,
             };
-            match this.chain.as_mut().map(|c| c.next(&response)) {
+            match this.chain.next(&response) {
                 Some(Next::Follow(next)) => {
                     this.state = State::Flying(this.transport.send(*next, this.abort_at));
                 }
@@ -351,15 +381,15 @@ where
             state: State::Failed(Some(TransportError::new(
                 TransportErrorKind::InvalidRequest,
             ))),
-            chain: None,
+            chain: Hops::Off,
             abort_at: plan.abort_at,
             shared: Arc::clone(&self.shared),
             item,
         };
         // No such item: a machine asked for a request that does not exist.
-        let template = match &self.requests {
-            Requests::Slice(r) => r.get(item),
-            Requests::Pulled(p) => p.active.get(&plan.id.item),
+        let (template, lasting) = match &self.requests {
+            Requests::Slice(r) => (r.get(item), r.get(item)),
+            Requests::Pulled(p) => (p.active.get(&plan.id.item), None),
         };
         let Some(template) = template else {
             return sending;
@@ -368,7 +398,12 @@ where
         if let Some(secs) = plan.long_poll {
             *request.uri_mut() = with_query_param(request.uri(), self.wait_param, secs);
         }
-        sending.chain = Chain::start(&request, self.redirects);
+        sending.chain = match lasting {
+            _ if self.redirects.max_hops == 0 => Hops::Off,
+            // The caller's request, as sent (a long poll's URL differs).
+            Some(lasting) if plan.long_poll.is_none() => Hops::Later(lasting, self.redirects),
+            _ => Hops::start(&request, self.redirects),
+        };
         sending.state = State::Flying(self.transport.send(request, plan.abort_at));
         sending
     }

@@ -64,12 +64,7 @@ impl PaceKey {
     /// port when none is given). No path, query or user info.
     #[must_use]
     pub fn origin(uri: &http::Uri) -> PaceKey {
-        let scheme = uri.scheme_str().unwrap_or("http");
-        let host = uri.host().unwrap_or("");
-        let port = uri.port_u16().unwrap_or(match scheme {
-            "https" => 443,
-            _ => 80,
-        });
+        let (scheme, host, port) = origin_of(uri);
         PaceKey(format!("{scheme}://{host}:{port}").into())
     }
 
@@ -84,6 +79,32 @@ impl PaceKey {
     pub(crate) fn shared(&self) -> Arc<str> {
         Arc::clone(&self.0)
     }
+}
+
+/// The scheme, host and port a [`PaceKey::origin`] spells.
+fn origin_of(uri: &http::Uri) -> (&str, &str, u16) {
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri.host().unwrap_or("");
+    let port = uri.port_u16().unwrap_or(match scheme {
+        "https" => 443,
+        _ => 80,
+    });
+    (scheme, host, port)
+}
+
+/// Whether `key` is `{scheme}://{host}:{port}`, as [`PaceKey::origin`]
+/// writes it, without writing it.
+fn spells_origin(key: &str, scheme: &str, host: &str, port: u16) -> bool {
+    let Some(digits) = key
+        .strip_prefix(scheme)
+        .and_then(|k| k.strip_prefix("://"))
+        .and_then(|k| k.strip_prefix(host))
+        .and_then(|k| k.strip_prefix(':'))
+    else {
+        return false;
+    };
+    // `origin` writes the port without leading zeros.
+    !(digits.len() > 1 && digits.starts_with('0')) && digits.parse() == Ok(port)
 }
 
 /// Unused keys idle this long (and not cooling down) are dropped.
@@ -107,6 +128,34 @@ pub struct Paces {
     fleet: Option<SharedFleet>,
     hasher: RandomState,
     map: Mutex<HashMap<PaceKey, Entry>>,
+    /// The origin key made last, handed out again while calls go to the
+    /// same origin (the common case): a call then costs no formatting and
+    /// no allocation for its key.
+    last_origin: Mutex<Option<LastOrigin>>,
+}
+
+/// The origin key made last, with the scheme and authority it was made
+/// from as the request spelled them.
+#[derive(Debug)]
+struct LastOrigin {
+    scheme: Option<Box<str>>,
+    /// `None` when there was none, or it held user info: then only the
+    /// origin is compared.
+    authority: Option<Box<str>>,
+    key: PaceKey,
+}
+
+impl LastOrigin {
+    fn of(uri: &http::Uri, key: PaceKey) -> LastOrigin {
+        let authority = uri.authority().map(http::uri::Authority::as_str);
+        LastOrigin {
+            scheme: uri.scheme_str().map(Box::from),
+            // Never a copy of user info (a password): such a URI is
+            // matched by its origin only.
+            authority: authority.filter(|a| !a.contains('@')).map(Box::from),
+            key,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -201,6 +250,7 @@ impl Paces {
             fleet: config.fleet.clone(),
             hasher: RandomState::new(),
             map: Mutex::new(HashMap::new()),
+            last_origin: Mutex::new(None),
         };
         paces.make()?; // reject a bad configuration now, not at the first call
         Ok(paces)
@@ -225,9 +275,9 @@ impl Paces {
     pub fn key_of(&self, request: &http::Request<bytes::Bytes>) -> PaceKey {
         match self.by {
             PaceBy::Client => PaceKey::new(""),
-            PaceBy::Origin => PaceKey::origin(request.uri()),
+            PaceBy::Origin => self.origin_key(request.uri()),
             PaceBy::Header(name) => {
-                let origin = PaceKey::origin(request.uri());
+                let origin = self.origin_key(request.uri());
                 match request.headers().get(name) {
                     Some(value) => {
                         let hash = self.hasher.hash_one(value.as_bytes());
@@ -237,6 +287,33 @@ impl Paces {
                 }
             }
         }
+    }
+
+    /// [`PaceKey::origin`] of `uri`, the last one again when it is the same.
+    fn origin_key(&self, uri: &http::Uri) -> PaceKey {
+        let mut last = self
+            .last_origin
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(last) = &mut *last {
+            // Spelled exactly as last time: the same key, nothing parsed.
+            if let Some(authority) = &last.authority
+                && uri.authority().map(http::uri::Authority::as_str) == Some(&**authority)
+                && uri.scheme_str() == last.scheme.as_deref()
+            {
+                return last.key.clone();
+            }
+            let (scheme, host, port) = origin_of(uri);
+            if spells_origin(last.key.as_str(), scheme, host, port) {
+                if last.authority.is_none() {
+                    *last = LastOrigin::of(uri, last.key.clone());
+                }
+                return last.key.clone();
+            }
+        }
+        let key = PaceKey::origin(uri);
+        *last = Some(LastOrigin::of(uri, key.clone()));
+        key
     }
 
     /// The pace of `key` at `now`, made if new.
@@ -249,7 +326,11 @@ impl Paces {
         self.entry(key, now).1
     }
 
-    fn entry(&self, key: &PaceKey, now: Instant) -> (Arc<Mutex<ClientPace>>, ClientBudget) {
+    pub(crate) fn entry(
+        &self,
+        key: &PaceKey,
+        now: Instant,
+    ) -> (Arc<Mutex<ClientPace>>, ClientBudget) {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = map.get_mut(key) {
             e.used = e.used.max(now);
@@ -369,6 +450,57 @@ mod tests {
 
     fn req(url: &str) -> http::Request<bytes::Bytes> {
         http::Request::get(url).body(bytes::Bytes::new()).unwrap()
+    }
+
+    #[test]
+    fn the_last_origin_key_is_reused_only_for_the_same_origin() {
+        let paces = Paces::new(&Config::default()).unwrap();
+        let urls = [
+            "http://127.0.0.1:1/x",
+            "http://127.0.0.1:1/other?q", // same origin
+            "http://127.0.0.1:10/x",      // port 10, not 1
+            "http://127.0.0.1:1/x",
+            "https://127.0.0.1:1/x",
+            "http://127.0.0.10:1/x",
+            "http://127.0.0.1/x", // default port 80
+            "http://127.0.0.1:80/x",
+            "https://h.test/",
+            "https://h.test:443/",
+            "http://h.test:443/",
+            "http://H.test:443/", // another spelling of the host: its own key
+            "http://user:pw@h.test:443/",
+            "http://other:pw@h.test:443/", // the same origin, other user info
+            "http://h.test:443/",
+        ];
+        let mut last: Option<PaceKey> = None;
+        for url in urls {
+            let key = paces.key_of(&req(url));
+            // Always the key `origin` writes, whatever was cached before.
+            assert_eq!(key, PaceKey::origin(&req(url).uri().clone()), "{url}");
+            if let Some(prev) = &last
+                && prev == &key
+            {
+                assert!(Arc::ptr_eq(&prev.0, &key.0), "{url}: made again");
+            }
+            last = Some(key);
+        }
+        let cached = paces.last_origin.lock().unwrap();
+        assert_eq!(
+            cached.as_ref().unwrap().authority.as_deref(),
+            Some("h.test:443")
+        );
+        drop(cached);
+        drop(paces.key_of(&req("http://user:pw@h.test:1/")));
+        let kept = paces.last_origin.lock().unwrap();
+        assert!(kept.as_ref().unwrap().authority.is_none(), "user info kept");
+        drop(kept);
+        assert!(spells_origin("http://h:8", "http", "h", 8));
+        assert!(!spells_origin("http://h:08", "http", "h", 8));
+        assert!(!spells_origin("http://h:8", "http", "h", 80));
+        assert!(!spells_origin("http://h:80", "http", "h", 8));
+        assert!(!spells_origin("http://hh:8", "http", "h", 8));
+        assert!(!spells_origin("https://h:8", "http", "h", 8));
+        assert!(!spells_origin("http://h:", "http", "h", 0));
     }
 
     #[test]

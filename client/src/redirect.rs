@@ -134,8 +134,9 @@ impl Chain {
             headers: request.headers().clone(),
             body: request.body().clone(),
             version: request.version(),
-            named: origin(request.uri()),
-            visited: vec![(request.method().clone(), request.uri().clone())],
+            // Both filled at the first redirect: most attempts get none.
+            named: None,
+            visited: Vec::new(),
             policy,
         })
     }
@@ -161,6 +162,11 @@ impl Chain {
         else {
             return Next::Done;
         };
+        if self.visited.is_empty() {
+            // The first redirect of this chain: the origin the caller named.
+            self.named = origin(&self.uri);
+            self.visited.push((self.method.clone(), self.uri.clone()));
+        }
         let next_origin = origin(&target);
         let cross = next_origin.is_none() || next_origin != self.named;
         if cross && !self.policy.cross_origin {

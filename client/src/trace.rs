@@ -40,7 +40,6 @@ pub fn trace_record(r: &AttemptRecord) {
         .next
         .map(|n| u64::try_from(n.delay.as_millis()).unwrap_or(u64::MAX));
     let source = r.next.map(|n| n.source);
-    let ended = r.outcome.map(|o| o.to_string());
     let failed = r.class.is_some() || r.outcome.is_some_and(|o| !o.is_success());
     macro_rules! ev {
         ($lvl:expr) => {
@@ -56,7 +55,9 @@ pub fn trace_record(r: &AttemptRecord) {
                 retry_after = ?r.retry_after,
                 next_delay_ms = next_ms,
                 next_source = source.map(tracing::field::display),
-                outcome = ended.as_deref(),
+                // Written only when the event is enabled (the macro
+                // evaluates its fields after asking the subscriber).
+                outcome = r.outcome.map(|o| o.to_string()).as_deref(),
                 "attempt"
             )
         };
