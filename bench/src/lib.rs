@@ -26,6 +26,7 @@ pub mod batch_scale;
 pub mod cancel;
 pub mod deadline;
 pub mod fleet;
+pub mod instructions;
 pub mod nohints;
 pub mod observe;
 pub mod overhead;

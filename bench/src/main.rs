@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls observe fleet all
+//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls observe fleet instructions all
 //! ```
 #![forbid(unsafe_code)]
 
@@ -27,6 +27,7 @@ const SUITES: &[&str] = &[
     "tls",
     "observe",
     "fleet",
+    "instructions",
     "all",
 ];
 
@@ -52,6 +53,7 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "tls" => tls::run(size),
         "observe" => observe::run(size),
         "fleet" => polite_bench::fleet::run(size),
+        "instructions" => polite_bench::instructions::run(size),
         _ => Vec::new(),
     }
 }
@@ -63,6 +65,19 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> Option<T> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        // Hidden helper of the instructions suite (run under callgrind).
+        Some("calls") => {
+            let (Some(variant), Some(n)) = (args.get(1), arg::<usize>(&args, 2)) else {
+                return usage();
+            };
+            let ok = polite_bench::instructions::calls(variant, n);
+            if ok == n {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("{ok} of {n} calls answered 200");
+                ExitCode::FAILURE
+            }
+        }
         // Hidden helpers of the scale suite (separate processes).
         Some("serve-lab") => {
             let (Some(n), Some(job), Some(wait)) = (
@@ -116,6 +131,7 @@ fn main() -> ExitCode {
                     "tls",
                     "observe",
                     "fleet",
+                    "instructions",
                 ]
             } else {
                 vec![suite]

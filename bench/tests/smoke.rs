@@ -23,6 +23,7 @@ fn every_suite_runs_at_smoke_size() {
         "scale-batch",
         "tls",
         "observe",
+        "instructions",
     ] {
         assert!(
             stdout.contains(&format!("## {suite}")),
