@@ -15,6 +15,17 @@ use polite_core::RetryPolicy;
 use polite_core::policy::{Backoff, Jitter};
 use polite_testing::origin;
 
+/// Fresh inputs per timed batch, the same for every decision bench and its
+/// floor. Not `BatchSize::SmallInput` (a tenth of the iterations per batch:
+/// 10,000s of machines, 10-25 MB for 536-byte `RetryMachine`s and
+/// 1,184-byte `PollMachine`s, built before the clock starts and walked
+/// after their cache lines were evicted, against 16-byte floor states that
+/// stay cached; plus the page faults of a fresh output vector inside the
+/// timed loop, more for 48-byte `Action`s than for the floor's 16-byte
+/// answers). 256 inputs fit in L2 on both sides; the two clock reads per
+/// batch add ~0.2 ns per iteration, to both.
+const BATCH: BatchSize = BatchSize::NumIterations(256);
+
 fn retry_decisions(c: &mut Criterion) {
     let t0 = origin();
     let now = t0 + Duration::from_millis(10);
@@ -25,38 +36,30 @@ fn retry_decisions(c: &mut Criterion) {
         b.iter_batched_ref(
             || in_flight(policy, t0),
             |m| retry_decision(m, now, wall, 503, false),
-            BatchSize::SmallInput,
+            BATCH,
         );
     });
     g.bench_function("429_retry_after_seconds", |b| {
         b.iter_batched_ref(
             || in_flight(policy, t0),
             |m| retry_decision(m, now, wall, 429, true),
-            BatchSize::SmallInput,
+            BATCH,
         );
     });
     // The floor (issue 22): what any retry decision must do at least, by
     // hand (common::Floor), in the same harness (a fresh state per
     // iteration), so `503_backoff / floor` is polite's price over the minimum.
     g.bench_function("floor", |b| {
-        b.iter_batched_ref(
-            Floor::new,
-            |f| floor_decision(f, now, false),
-            BatchSize::SmallInput,
-        );
+        b.iter_batched_ref(Floor::new, |f| floor_decision(f, now, false), BATCH);
     });
     g.bench_function("floor_retry_after_seconds", |b| {
-        b.iter_batched_ref(
-            Floor::new,
-            |f| floor_decision(f, now, true),
-            BatchSize::SmallInput,
-        );
+        b.iter_batched_ref(Floor::new, |f| floor_decision(f, now, true), BATCH);
     });
     g.bench_function("200_success", |b| {
         b.iter_batched_ref(
             || in_flight(policy, t0),
             |m| retry_decision(m, now, wall, 200, false),
-            BatchSize::SmallInput,
+            BATCH,
         );
     });
     g.finish();
@@ -117,18 +120,14 @@ fn poll_decisions(c: &mut Criterion) {
     // The same floor as `retry_decision/floor`: a pending job's next poll
     // is one jittered delay on a schedule.
     g.bench_function("floor", |b| {
-        b.iter_batched_ref(
-            Floor::new,
-            |f| floor_decision(f, now, false),
-            BatchSize::SmallInput,
-        );
+        b.iter_batched_ref(Floor::new, |f| floor_decision(f, now, false), BATCH);
     });
     for (name, long_poll_first) in [("pending_long_poll", true), ("pending_backoff", false)] {
         g.bench_function(name, |b| {
             b.iter_batched_ref(
                 || poll_in_flight(long_poll_first, t0),
                 |m| poll_decision(m, now, wall),
-                BatchSize::SmallInput,
+                BATCH,
             );
         });
     }
