@@ -189,10 +189,8 @@ impl<R: Rng> PollMachine<R> {
             }
             PollMode::Backoff => {
                 let b = &self.policy.backoff;
-                let mut d = backoff::exponential(b, self.scheduled);
-                if backoff::draws(b.jitter) {
-                    d = backoff::jitter(d, b.jitter, self.rng.next_u64());
-                }
+                let rng = &mut self.rng;
+                let d = backoff::delay(b, self.scheduled, || rng.next_u64());
                 self.scheduled = self.scheduled.saturating_add(1);
                 d
             }
