@@ -38,6 +38,16 @@ pub struct TerminalStates {
     keys: [u16; TerminalStates::CAPACITY],
     /// Per slot, the name's bytes, zero-padded.
     names: [[u8; StateName::CAPACITY]; TerminalStates::CAPACITY],
+    /// One bit per stored key ([`filter_bit`]): a state whose bit is clear
+    /// is not terminal, without looking at the keys (most pending states:
+    /// `running`, `pending`, `in_progress`, ... against the defaults).
+    filter: u64,
+}
+
+/// The bit of a key in [`TerminalStates::filter`] (Fibonacci hashing).
+#[inline]
+fn filter_bit(key: u16) -> u64 {
+    1 << (u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
 }
 
 /// A name's length and first byte, never 0 for a non-empty name.
@@ -82,6 +92,7 @@ impl TerminalStates {
     pub const EMPTY: TerminalStates = TerminalStates {
         keys: [0; TerminalStates::CAPACITY],
         names: [[0; StateName::CAPACITY]; TerminalStates::CAPACITY],
+        filter: 0,
     };
 
     /// A set of these names, or `None` when one is empty or longer than
@@ -125,6 +136,7 @@ impl TerminalStates {
             return false;
         }
         self.keys[slot] = key(name.as_bytes());
+        self.filter |= filter_bit(self.keys[slot]);
         self.names[slot][..name.len()].copy_from_slice(name.as_bytes());
         true
     }
@@ -151,6 +163,9 @@ impl TerminalStates {
             return None;
         }
         let k = key(bytes);
+        if self.filter & filter_bit(k) == 0 {
+            return None;
+        }
         let mut hits = 0u32;
         for (i, slot) in self.keys.iter().enumerate() {
             hits |= u32::from(*slot == k) << i;
@@ -468,6 +483,48 @@ mod tests {
                 Err(PolicyError::Invalid { field: f, .. }) => assert_eq!(f, field),
                 Ok(()) => panic!("{field}: accepted"),
             }
+        }
+    }
+
+    /// The key filter and the key scan never hide a stored name, and find
+    /// only stored ones: every name of a full set (some sharing a length
+    /// and first byte) is found, no near miss is.
+    #[test]
+    fn lookup_finds_exactly_the_stored_names() {
+        let names = [
+            "done",
+            "dune",
+            "d",
+            "e",
+            "error",
+            "errors",
+            "x",
+            "xy",
+            "xyz",
+            "passed",
+            "paused",
+            "pending-approval",
+            "ok",
+            "oK",
+            "é",
+            "ab",
+        ];
+        let set = TerminalStates::of(&names).unwrap();
+        for n in names {
+            assert!(set.contains(n), "{n}");
+            assert_eq!(set.find(n).map(|s| s.to_string()), Some(n.to_string()));
+        }
+        for n in [
+            "", "don", "done ", "Done", "dunE", "f", "erro", "xyzz", "pass", "pending", "o",
+            "running", "é!", "ba",
+        ] {
+            assert!(!set.contains(n), "{n}");
+        }
+        for i in 0..2000 {
+            let n = format!("s{i}");
+            assert!(!set.contains(&n), "{n}");
+            let one = TerminalStates::of(&[&n]).unwrap();
+            assert!(one.contains(&n) && !one.contains(&format!("{n}x")), "{n}");
         }
     }
 

@@ -31,7 +31,7 @@ impl<R: Rng> PollMachine<R> {
     ) {
         // Only the answer to the poll in flight counts; anything else is a
         // late or stray answer and is ignored.
-        if self.phase != Phase::InFlight(id.attempt) || id.item != 0 {
+        if !matches!(self.phase, Phase::InFlight(a) if a == id.attempt) || id.item != 0 {
             return;
         }
         let mut record = AttemptRecord {
@@ -215,7 +215,7 @@ impl<R: Rng> PollMachine<R> {
     /// unless that poll could no longer be answered inside the deadline; then
     /// the one final poll is pulled in to the last useful instant, or the
     /// wait ends `TimedOut`. `Some` ends the wait.
-    #[inline]
+    #[inline(always)]
     fn plan_next(
         &mut self,
         now: Instant,
