@@ -46,8 +46,13 @@ pub fn exponential(backoff: &Backoff, n: u32) -> Duration {
 #[must_use]
 #[inline]
 pub fn jitter(delay: Duration, jitter: Jitter, x: u64) -> Duration {
-    let d = nanos(delay);
-    let out = match jitter {
+    Duration::from_nanos(jitter_nanos(nanos(delay), jitter, x))
+}
+
+/// [`jitter`] over nanoseconds.
+#[inline]
+fn jitter_nanos(d: u64, jitter: Jitter, x: u64) -> u64 {
+    match jitter {
         Jitter::None => d,
         Jitter::Full => scale(d, x),
         Jitter::Equal => {
@@ -61,8 +66,37 @@ pub fn jitter(delay: Duration, jitter: Jitter, x: u64) -> Duration {
             let spread = mul_div(d, 2 * p, 100);
             (d - cut).saturating_add(scale(spread, x))
         }
+    }
+}
+
+/// What a machine waits before retry (or scheduled poll) number `n + 1`:
+/// [`exponential`], then [`jitter`] with one value from `draw` when the
+/// jitter draws at all. The same value as those two, computed in 64-bit
+/// nanoseconds when `base` and `cap` fit (under ~584 years: every real
+/// policy), without the `Duration` arithmetic in between (issue 22).
+#[inline]
+pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration {
+    let (Ok(base), Ok(cap)) = (
+        u64::try_from(b.base.as_nanos()),
+        u64::try_from(b.cap.as_nanos()),
+    ) else {
+        let d = exponential(b, n);
+        return if draws(b.jitter) {
+            jitter(d, b.jitter, draw())
+        } else {
+            d
+        };
     };
-    Duration::from_nanos(out)
+    // As `exponential`: below 2^64 ns the product is exact in both; at or
+    // above it, both give `cap` (< 2^64 ns).
+    let d = base
+        .saturating_mul(u64::from(b.multiplier.saturating_pow(n)))
+        .min(cap);
+    if draws(b.jitter) {
+        Duration::from_nanos(jitter_nanos(d, b.jitter, draw()))
+    } else {
+        Duration::from_nanos(d)
+    }
 }
 
 /// Whether a jitter kind draws from the random source at all.
@@ -85,7 +119,15 @@ fn scale(d: u64, x: u64) -> u64 {
 
 #[inline]
 fn mul_div(d: u64, num: u64, den: u64) -> u64 {
-    u64::try_from(u128::from(d) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+    match d.checked_mul(num) {
+        // Every delay under ~2.9 years at `num <= 200`: a 64-bit division
+        // (by a constant, once inlined) instead of a call to the 128-bit
+        // one; the same value.
+        Some(x) => x / den,
+        None => {
+            u64::try_from(u128::from(d) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,6 +163,57 @@ mod tests {
         assert_eq!(exponential(&b, u32::MAX), Duration::MAX);
         let j = jitter(Duration::MAX, Jitter::Percent(100), u64::MAX);
         assert!(j > Duration::ZERO);
+    }
+
+    /// `delay` is `exponential` then `jitter`, drawing exactly when
+    /// `draws`, at the extremes too.
+    #[test]
+    fn delay_is_exponential_then_jitter() {
+        let durations = [
+            Duration::from_nanos(1),
+            Duration::from_millis(250),
+            Duration::from_secs(4),
+            Duration::from_secs(u64::MAX / 1_000_000_000 - 1),
+            Duration::from_secs(u64::MAX / 1_000_000_000 + 1),
+            Duration::MAX,
+        ];
+        let jitters = [
+            Jitter::None,
+            Jitter::Full,
+            Jitter::Equal,
+            Jitter::Percent(0),
+            Jitter::Percent(20),
+            Jitter::Percent(100),
+        ];
+        for base in durations {
+            for cap in durations.into_iter().filter(|c| *c >= base) {
+                for multiplier in [1, 2, 3, u32::MAX] {
+                    for jitter in jitters {
+                        let b = Backoff {
+                            base,
+                            multiplier,
+                            cap,
+                            jitter,
+                        };
+                        for n in [0, 1, 5, 31, 64, u32::MAX] {
+                            for x in [0, 1, 1 << 63, u64::MAX] {
+                                let mut drawn = 0;
+                                let got = delay(&b, n, || {
+                                    drawn += 1;
+                                    x
+                                });
+                                let mut want = exponential(&b, n);
+                                if draws(jitter) {
+                                    want = super::jitter(want, jitter, x);
+                                }
+                                assert_eq!(got, want, "{b:?} n={n} x={x}");
+                                assert_eq!(drawn, u32::from(draws(jitter)), "{b:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

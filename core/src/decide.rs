@@ -219,7 +219,8 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
     if !replayable {
         return stop(judged, Outcome::NotReplayable { last: reply });
     }
-    let server_at = raw.map(|d| server_instant(now, d.max(policy.retry_after.min)));
+    // Only the stops below say the server's instant: computed there.
+    let server_at = || raw.map(|d| server_instant(now, d.max(policy.retry_after.min)));
     if spent.of(class) >= policy.max_retries.of(class)
         || policy
             .max_total_retries
@@ -227,7 +228,7 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
     {
         let o = match class {
             RetryClass::RateLimited => Outcome::RateLimited {
-                retry_at: server_at,
+                retry_at: server_at(),
             },
             _ => Outcome::RetriesExhausted { class, last: reply },
         };
@@ -239,7 +240,7 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
         return stop(
             judged,
             Outcome::RateLimited {
-                retry_at: server_at,
+                retry_at: server_at(),
             },
         );
     }
@@ -248,10 +249,7 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
         BackoffExponent::ClassRetries => spent.of(class),
         BackoffExponent::AllRetries => spent.total(),
     };
-    let mut delay = backoff::exponential(b, n);
-    if backoff::draws(b.jitter) {
-        delay = backoff::jitter(delay, b.jitter, rng.next_u64());
-    }
+    let mut delay = backoff::delay(b, n, || rng.next_u64());
     let mut source = DelaySource::Backoff;
     // A millisecond hint (x-amz-retry-after), clamped to [delay, delay + extra].
     if let Some(extra) = policy.retry_after_ms

@@ -94,6 +94,11 @@ impl RetryAfter {
     ///
     /// [`RetryAfterError`] saying why the value is invalid.
     pub fn parse(value: &[u8]) -> Result<RetryAfter, RetryAfterError> {
+        // The common form first, untrimmed (`Retry-After: 2`): all digits
+        // need no trimming; anything else is trimmed and read as before.
+        if let Some(secs) = delta_seconds(value) {
+            return Ok(RetryAfter::Delay(Duration::from_secs(secs)));
+        }
         let v = value.trim_ascii();
         if v.is_empty() {
             return Err(RetryAfterError::Empty);

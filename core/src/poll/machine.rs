@@ -214,6 +214,10 @@ pub struct PollMachine<R> {
     rng: R,
     deadline: Instant,
     abort_at: Instant,
+    /// Until this instant a long poll asks the whole `max_long_poll`
+    /// (`deadline - max_long_poll` in whole seconds, when representable):
+    /// one comparison per send instead of a subtraction of instants.
+    full_long_poll_until: Option<Instant>,
     last_now: Instant,
     /// Polls sent so far; the next poll's `SendId::attempt`.
     sent: u32,
@@ -288,6 +292,8 @@ impl<R: Rng> PollMachine<R> {
         policy.validate()?;
         Ok(PollMachine {
             abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),
+            full_long_poll_until: deadline
+                .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
             mode: if policy.long_poll_first {
                 PollMode::LongPoll
             } else {
@@ -341,8 +347,9 @@ impl<R: Rng> PollMachine<R> {
                 return;
             }
             Event::Tick => {}
-            Event::Response(r) => {
-                self.on_reply(now, r.id, Reply::Status(r.status), Some(&r));
+            // By reference: no copy of the answer's header slots.
+            Event::Response(ref r) => {
+                self.on_reply(now, r.id, Reply::Status(r.status), Some(r));
             }
             Event::TransportError(id, kind) => {
                 self.on_reply(now, id, Reply::Transport(kind), None);
@@ -396,9 +403,12 @@ impl<R: Rng> PollMachine<R> {
                 let long_poll = match self.mode {
                     PollMode::Backoff => None,
                     PollMode::LongPoll => {
-                        let secs = (self.deadline - now)
-                            .as_secs()
-                            .min(self.policy.max_long_poll.as_secs());
+                        let max = self.policy.max_long_poll.as_secs();
+                        let secs = match self.full_long_poll_until {
+                            // `deadline - now >= max` whole seconds.
+                            Some(until) if now <= until => max,
+                            _ => (self.deadline - now).as_secs().min(max),
+                        };
                         // Under one whole second left: `waitSeconds=0` would
                         // be a busy loop, so a final plain poll.
                         (secs > 0).then(|| u32::try_from(secs).unwrap_or(u32::MAX))

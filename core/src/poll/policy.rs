@@ -31,7 +31,31 @@ use super::ONE_SECOND;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TerminalStates {
-    names: [Option<StateName>; TerminalStates::CAPACITY],
+    /// Per slot, [`key`] of its name, or 0 for an empty slot (empty slots
+    /// come last): a lookup compares these 32 bytes at once and the names'
+    /// bytes only where the key matches (issue 22: a pending state used to
+    /// compare against every stored name, 33 bytes each).
+    keys: [u16; TerminalStates::CAPACITY],
+    /// Per slot, the name's bytes, zero-padded.
+    names: [[u8; StateName::CAPACITY]; TerminalStates::CAPACITY],
+    /// One bit per stored key ([`filter_bit`]): a state whose bit is clear
+    /// is not terminal, without looking at the keys (most pending states:
+    /// `running`, `pending`, `in_progress`, ... against the defaults).
+    filter: u64,
+}
+
+/// The bit of a key in [`TerminalStates::filter`] (Fibonacci hashing).
+#[inline]
+fn filter_bit(key: u16) -> u64 {
+    1 << (u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
+}
+
+/// A name's length and first byte, never 0 for a non-empty name.
+#[inline]
+fn key(name: &[u8]) -> u16 {
+    // Lengths are at most `StateName::CAPACITY` (31) when stored; longer
+    // names are never looked up.
+    (name.len() as u16) << 8 | u16::from(name.first().copied().unwrap_or(0))
 }
 
 impl TerminalStates {
@@ -66,7 +90,9 @@ impl TerminalStates {
     /// assert!(TerminalStates::EMPTY.is_empty());
     /// ```
     pub const EMPTY: TerminalStates = TerminalStates {
-        names: [None; TerminalStates::CAPACITY],
+        keys: [0; TerminalStates::CAPACITY],
+        names: [[0; StateName::CAPACITY]; TerminalStates::CAPACITY],
+        filter: 0,
     };
 
     /// A set of these names, or `None` when one is empty or longer than
@@ -103,13 +129,15 @@ impl TerminalStates {
         if self.contains(name) {
             return true;
         }
-        let (Some(state), Some(slot)) = (
-            StateName::new(name),
-            self.names.iter_mut().find(|s| s.is_none()),
-        ) else {
+        let Some(slot) = self.keys.iter().position(|k| *k == 0) else {
             return false;
         };
-        *slot = Some(state);
+        if name.len() > StateName::CAPACITY {
+            return false;
+        }
+        self.keys[slot] = key(name.as_bytes());
+        self.filter |= filter_bit(self.keys[slot]);
+        self.names[slot][..name.len()].copy_from_slice(name.as_bytes());
         true
     }
 
@@ -125,12 +153,43 @@ impl TerminalStates {
         self.find(state).is_some()
     }
 
-    /// The stored name equal to `state`, if it is terminal. Compares whole
-    /// inline names (no UTF-8 re-validation per candidate).
+    /// The stored name equal to `state`, if it is terminal: the slots
+    /// whose key matches, as a bit mask (a loop without exits, which the
+    /// compiler turns into a few vector compares), then their bytes.
     #[inline]
     pub(crate) fn find(&self, state: &str) -> Option<StateName> {
-        let state = StateName::new(state)?;
-        self.names.iter().map_while(|s| *s).find(|s| *s == state)
+        let bytes = state.as_bytes();
+        if bytes.is_empty() || bytes.len() > StateName::CAPACITY {
+            return None;
+        }
+        let k = key(bytes);
+        if self.filter & filter_bit(k) == 0 {
+            return None;
+        }
+        let mut hits = 0u32;
+        for (i, slot) in self.keys.iter().enumerate() {
+            hits |= u32::from(*slot == k) << i;
+        }
+        while hits != 0 {
+            let i = hits.trailing_zeros() as usize;
+            if self.names[i][..bytes.len()] == *bytes {
+                return StateName::new(state);
+            }
+            hits &= hits - 1;
+        }
+        None
+    }
+
+    /// The name in slot `i`, if the slot is taken.
+    fn name(&self, i: usize) -> Option<StateName> {
+        let len = usize::from(self.keys[i] >> 8);
+        if len == 0 {
+            return None;
+        }
+        // Stored from a `&str` cut at its own length: valid UTF-8.
+        std::str::from_utf8(&self.names[i][..len])
+            .ok()
+            .and_then(StateName::new)
     }
 
     /// How many states the set holds.
@@ -152,7 +211,7 @@ impl TerminalStates {
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.names[0].is_none()
+        self.keys[0] == 0
     }
 
     /// The states, in insertion order.
@@ -163,7 +222,7 @@ impl TerminalStates {
     /// assert_eq!(first.as_str(), "passed");
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = StateName> + '_ {
-        self.names.iter().map_while(|s| *s)
+        (0..TerminalStates::CAPACITY).map_while(|i| self.name(i))
     }
 }
 
@@ -424,6 +483,48 @@ mod tests {
                 Err(PolicyError::Invalid { field: f, .. }) => assert_eq!(f, field),
                 Ok(()) => panic!("{field}: accepted"),
             }
+        }
+    }
+
+    /// The key filter and the key scan never hide a stored name, and find
+    /// only stored ones: every name of a full set (some sharing a length
+    /// and first byte) is found, no near miss is.
+    #[test]
+    fn lookup_finds_exactly_the_stored_names() {
+        let names = [
+            "done",
+            "dune",
+            "d",
+            "e",
+            "error",
+            "errors",
+            "x",
+            "xy",
+            "xyz",
+            "passed",
+            "paused",
+            "pending-approval",
+            "ok",
+            "oK",
+            "é",
+            "ab",
+        ];
+        let set = TerminalStates::of(&names).unwrap();
+        for n in names {
+            assert!(set.contains(n), "{n}");
+            assert_eq!(set.find(n).map(|s| s.to_string()), Some(n.to_string()));
+        }
+        for n in [
+            "", "don", "done ", "Done", "dunE", "f", "erro", "xyzz", "pass", "pending", "o",
+            "running", "é!", "ba",
+        ] {
+            assert!(!set.contains(n), "{n}");
+        }
+        for i in 0..2000 {
+            let n = format!("s{i}");
+            assert!(!set.contains(&n), "{n}");
+            let one = TerminalStates::of(&[&n]).unwrap();
+            assert!(one.contains(&n) && !one.contains(&format!("{n}x")), "{n}");
         }
     }
 

@@ -31,7 +31,7 @@ impl<R: Rng> PollMachine<R> {
     ) {
         // Only the answer to the poll in flight counts; anything else is a
         // late or stray answer and is ignored.
-        if self.phase != Phase::InFlight(id.attempt) || id.item != 0 {
+        if !matches!(self.phase, Phase::InFlight(a) if a == id.attempt) || id.item != 0 {
             return;
         }
         let mut record = AttemptRecord {
@@ -87,7 +87,8 @@ impl<R: Rng> PollMachine<R> {
                 }
                 self.mode = PollMode::Backoff;
                 self.notice = Some(Notice::LongPollUnsupported);
-                self.plan_next(now, Duration::ZERO, server, record)
+                let since_send = now.saturating_duration_since(self.last_send_at);
+                self.plan_next(now, since_send, Duration::ZERO, server, record)
             }
             (Reply::Status(status @ 100..=399), job) if !classified(response) => match job {
                 Some(JobReport::State(name)) => match self.policy.terminal_states.find(name) {
@@ -168,29 +169,41 @@ impl<R: Rng> PollMachine<R> {
         if let Some(o) = self.over_cap(now, server) {
             return Some(o);
         }
+        // `now` is never before the send (`handle` clamps time to the
+        // latest instant seen), so one subtraction of instants serves the
+        // schedule and the latency.
+        let since_send = now.saturating_duration_since(self.last_send_at);
         let schedule = match self.mode {
-            PollMode::LongPoll => later(self.last_send_at, self.policy.min_long_poll_interval)
-                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now)),
+            // What is left of the least interval between two long polls:
+            // `(last_send_at + interval) - now`, without a second
+            // subtraction of instants (and zero when that instant is not
+            // representable, as before).
+            PollMode::LongPoll => {
+                let interval = self.policy.min_long_poll_interval;
+                let left = interval.saturating_sub(since_send);
+                if left.is_zero() || later(self.last_send_at, interval).is_some() {
+                    left
+                } else {
+                    Duration::ZERO
+                }
+            }
             PollMode::Backoff => {
                 let b = &self.policy.backoff;
-                let mut d = backoff::exponential(b, self.scheduled);
-                if backoff::draws(b.jitter) {
-                    d = backoff::jitter(d, b.jitter, self.rng.next_u64());
-                }
+                let rng = &mut self.rng;
+                let d = backoff::delay(b, self.scheduled, || rng.next_u64());
                 self.scheduled = self.scheduled.saturating_add(1);
                 d
             }
         };
-        self.plan_next(now, schedule, server, record)
+        self.plan_next(now, since_send, schedule, server, record)
     }
 
-    /// The latency the answer at `now` shows: its round trip, less the wait
-    /// a long poll asked for when the server held it that long (a long poll
-    /// that came back sooner counts whole: the split is unknown, and more is
-    /// the careful guess).
+    /// The latency an answer `rtt` after its poll was sent shows: its round
+    /// trip, less the wait a long poll asked for when the server held it
+    /// that long (a long poll that came back sooner counts whole: the split
+    /// is unknown, and more is the careful guess).
     #[inline]
-    fn latency(&self, now: Instant) -> Duration {
-        let rtt = now.saturating_duration_since(self.last_send_at);
+    fn latency(&self, rtt: Duration) -> Duration {
         let held = self
             .long_in_flight
             .map_or(Duration::ZERO, |n| Duration::from_secs(u64::from(n)));
@@ -202,10 +215,11 @@ impl<R: Rng> PollMachine<R> {
     /// unless that poll could no longer be answered inside the deadline; then
     /// the one final poll is pulled in to the last useful instant, or the
     /// wait ends `TimedOut`. `Some` ends the wait.
-    #[inline]
+    #[inline(always)]
     fn plan_next(
         &mut self,
         now: Instant,
+        since_send: Duration,
         schedule: Duration,
         server: Option<Duration>,
         record: &mut AttemptRecord,
@@ -229,11 +243,12 @@ impl<R: Rng> PollMachine<R> {
         let server_at = server.map(|d| server_instant(now, d.max(min)));
         // The latency: a poll sent at `t` is expected back at `t + rtt`. The
         // last useful instant leaves twice that.
-        let rtt = self.latency(now);
+        let rtt = self.latency(since_send);
         let lead = rtt.saturating_mul(2).max(FINAL_LEAD_FLOOR);
         let last_useful = self.deadline.checked_sub(lead);
-        let send_at = match (due, last_useful) {
-            (Some(due), Some(last)) if due <= last => due,
+        let (send_at, wait) = match (due, last_useful) {
+            // `due - now` is `delay`, exactly.
+            (Some(due), Some(last)) if due <= last => (due, delay),
             _ => {
                 // The schedule's poll would come back too late: poll at the
                 // last useful instant instead (never before the server's
@@ -252,15 +267,15 @@ impl<R: Rng> PollMachine<R> {
                     });
                 }
                 self.pulled_in |= early;
-                at
+                (at, at.saturating_duration_since(now))
             }
         };
         record.next = Some(PlannedDelay {
-            delay: send_at.saturating_duration_since(now),
+            delay: wait,
             source,
             send_at,
         });
-        self.phase = if send_at <= now {
+        self.phase = if wait.is_zero() {
             Phase::Ready
         } else {
             Phase::Waiting(send_at)
