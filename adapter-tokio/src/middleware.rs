@@ -207,11 +207,11 @@ where
             None => Some(Bytes::new()),
             Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
         };
-        // The request as reqwest holds it, without headers or body: each
-        // attempt to the same URL starts from a clone of it, so its URL is
-        // not formatted and parsed again (`to_reqwest`). Made with the
-        // headers (and a buffered body) set aside, so that they are not
-        // copied only to be dropped.
+        // The request as reqwest holds it, without headers or body: the
+        // first attempt is sent from it, so its URL is not formatted and
+        // parsed again (`like_proto`). Made with the headers (and a
+        // buffered body) set aside, so that they are not copied only to be
+        // dropped.
         let proto = match &buffered {
             Some(_) => {
                 let headers = std::mem::take(req.headers_mut());
@@ -223,25 +223,25 @@ where
             }
             None => None,
         };
-        let (parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
-        // Only without `proto` (whose extensions are the same): reqwest
-        // keeps a request's extensions to itself.
-        let request_extensions = match proto {
-            Some(_) => None,
-            None => Some(parts.extensions.clone()),
-        };
+        let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
         let mut options = extensions
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
             .cloned()
             .unwrap_or_default();
         let policy = options.retry.unwrap_or(self.client.config().retry);
-        let (mut template, once) = match buffered {
-            Some(bytes) => (http::Request::from_parts(parts, bytes), None),
+        let (mut template, once, request_extensions) = match buffered {
+            Some(bytes) => {
+                // Kept for the attempts not sent from `proto`; polite's copy
+                // of the request needs only its options.
+                let own = std::mem::take(&mut parts.extensions);
+                (http::Request::from_parts(parts, bytes), None, own)
+            }
             None => {
+                let own = parts.extensions.clone();
                 let template = http::Request::from_parts(parts.clone(), Bytes::new());
                 let stream = reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
-                (template, Some(stream))
+                (template, Some(stream), own)
             }
         };
         let read_whole = if once.is_some() {
@@ -263,7 +263,7 @@ where
             next,
             extensions: &shared,
             request_extensions,
-            proto,
+            proto: Mutex::new(proto),
             once: Mutex::new(once),
             streamed,
             read_whole,
@@ -318,12 +318,12 @@ struct NextTransport<'a> {
     /// (as `reqwest-retry` does), handed back when the call ends.
     extensions: &'a tokio::sync::Mutex<http::Extensions>,
     /// The request's own extensions (reqwest keeps its per-request timeout
-    /// there), given to every attempt: `proto`'s, or these when there is no
-    /// `proto`.
-    request_extensions: Option<http::Extensions>,
+    /// there), given to every attempt not sent from `proto`.
+    request_extensions: http::Extensions,
     /// The caller's request without headers or body (its method, URL,
-    /// version and extensions), when its body is buffered.
-    proto: Option<reqwest::Request>,
+    /// version and extensions), when its body is buffered, until the first
+    /// attempt to its URL is sent from it.
+    proto: Mutex<Option<reqwest::Request>>,
     /// A request with a streaming body, sent once.
     once: Mutex<Option<reqwest::Request>>,
     streamed: bool,
@@ -338,37 +338,22 @@ type Sending<'a> = std::pin::Pin<
 >;
 
 impl NextTransport<'_> {
-    /// The caller's request's extensions, for an attempt not built from
-    /// `proto` (a redirect hop): reqwest hands them out only by converting
-    /// the request, so a clone of `proto` is converted (its URL parsed
-    /// again), which only such hops pay for.
-    fn extensions_of_request(&self) -> http::Extensions {
-        if let Some(own) = &self.request_extensions {
-            return own.clone();
-        }
-        self.proto
-            .as_ref()
-            .and_then(reqwest::Request::try_clone)
-            .and_then(|p| http::Request::<reqwest::Body>::try_from(p).ok())
-            .map(|r| r.into_parts().0.extensions)
-            .unwrap_or_default()
-    }
-
-    /// `request` built from the caller's own (`proto`) when it goes to the
-    /// same URL with the same method (the URL kept as reqwest parsed it);
-    /// else `request` back.
+    /// `request` built from the caller's own (`proto`, taken: the first
+    /// attempt, which most calls are) when it goes to the same URL with
+    /// the same method (the URL kept as reqwest parsed it); else `request`
+    /// back. A retry is built from polite's copy (its URL parsed again):
+    /// keeping `proto` for it would cost a copy of the URL and the
+    /// extensions on every attempt.
     #[allow(clippy::result_large_err)]
     fn like_proto(
         &self,
         request: http::Request<Bytes>,
     ) -> Result<reqwest::Request, http::Request<Bytes>> {
-        let Some(proto) = &self.proto else {
-            return Err(request);
-        };
-        if request.method() != proto.method() || *request.uri() != *proto.url().as_str() {
-            return Err(request);
-        }
-        let Some(mut out) = proto.try_clone() else {
+        let mut proto = self.proto.lock().unwrap_or_else(PoisonError::into_inner);
+        let same = proto
+            .as_ref()
+            .is_some_and(|p| request.method() == p.method() && *request.uri() == *p.url().as_str());
+        let Some(mut out) = proto.take_if(|_| same) else {
             return Err(request);
         };
         let (parts, body) = request.into_parts();
@@ -402,7 +387,7 @@ impl<'a> Transport for NextTransport<'a> {
             None => match self.like_proto(request) {
                 Ok(request) => Ok(request),
                 Err(mut request) => {
-                    *request.extensions_mut() = self.extensions_of_request();
+                    *request.extensions_mut() = self.request_extensions.clone();
                     to_reqwest(request)
                 }
             },
