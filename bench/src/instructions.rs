@@ -12,25 +12,22 @@
 //! both sides of every ratio.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use polite_client::Transport as _;
 use polite_lab::LabConfig;
 
+use crate::stacks::{Stacks, Via};
 use crate::stats::Table;
-use crate::{Size, get, lab};
+use crate::{Size, lab};
 
-const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The variants, in the order of their rows: (name, the bare client it is
-/// compared with, or `None` for a bare client).
-pub const VARIANTS: &[(&str, Option<&str>)] = &[
-    ("reqwest", None),
-    ("tokio-transport", Some("reqwest")),
-    ("tokio-send", Some("reqwest")),
-    ("middleware", Some("reqwest")),
-    ("hyper", None),
-    ("layer", Some("hyper")),
+/// The variants, in the order of their rows: (name, its client, the bare
+/// client it is compared with, or `None` for a bare client).
+pub const VARIANTS: &[(&str, Via, Option<&str>)] = &[
+    ("reqwest", Via::Reqwest, None),
+    ("tokio-transport", Via::TokioTransport, Some("reqwest")),
+    ("tokio-send", Via::TokioSend, Some("reqwest")),
+    ("middleware", Via::Middleware, Some("reqwest")),
+    ("hyper", Via::Hyper, None),
+    ("layer", Via::Layer, Some("hyper")),
 ];
 
 /// Runs `n` sequential GETs of `variant` against a fresh lab; returns how
@@ -41,87 +38,17 @@ pub const VARIANTS: &[(&str, Option<&str>)] = &[
 /// On an unknown variant, or when a client cannot be built.
 #[must_use]
 pub fn calls(variant: &str, n: usize) -> usize {
-    use bytes::Bytes;
-    use http_body_util::{BodyExt, Full};
-    use tower::ServiceExt;
-    type Upstream = hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        polite_tokio::PoliteBody<Full<Bytes>>,
-    >;
-    type Bare = hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        Full<Bytes>,
-    >;
-    assert!(
-        VARIANTS.iter().any(|(v, _)| *v == variant),
-        "unknown variant {variant}"
-    );
+    let Some(&(_, via, _)) = VARIANTS.iter().find(|(v, _, _)| *v == variant) else {
+        panic!("unknown variant {variant}")
+    };
     let lab = lab(LabConfig::default());
     let url = lab.url("/items/a");
     let rt = crate::tokio_current_thread();
     rt.block_on(async {
-        let config = polite_tokio::Config {
-            timeout: TIMEOUT,
-            ..polite_tokio::Config::default()
-        };
-        let raw = crate::reqwest_client();
-        let transport = polite_tokio::ReqwestTransport::new(crate::reqwest_client());
-        let polite = polite_tokio::Client::with_transport(
-            polite_tokio::ReqwestTransport::new(crate::reqwest_client()),
-            config.clone(),
-        )
-        .expect("valid config");
-        let middleware = reqwest_middleware::ClientBuilder::new(crate::reqwest_client())
-            .with(polite_tokio::PoliteMiddleware::new(config.clone()).expect("valid config"))
-            .build();
-        let executor = hyper_util::rt::TokioExecutor::new();
-        let hyper: Bare =
-            hyper_util::client::legacy::Client::builder(executor.clone()).build_http();
-        let upstream: Upstream = hyper_util::client::legacy::Client::builder(executor).build_http();
-        let layered = tower::ServiceBuilder::new()
-            .layer(polite_tokio::PoliteLayer::new(config).expect("valid config"))
-            .service(upstream);
-        let uri: http::Uri = url.parse().expect("a lab URL");
-        let request = || {
-            let mut r = http::Request::new(Full::new(Bytes::new()));
-            *r.uri_mut() = uri.clone();
-            r
-        };
+        let stacks = Stacks::new(&url);
         let mut ok = 0;
         for _ in 0..n {
-            let good = match variant {
-                "tokio-transport" => transport
-                    .send(get(&url), Instant::now() + TIMEOUT)
-                    .await
-                    .is_ok_and(|r| r.status() == 200),
-                "tokio-send" => polite
-                    .send(get(&url))
-                    .await
-                    .is_ok_and(|r| r.status() == 200),
-                "middleware" => match middleware.get(&url).timeout(TIMEOUT).send().await {
-                    Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                },
-                "hyper" => match tokio::time::timeout(TIMEOUT, async {
-                    let r = hyper.request(request()).await.ok()?;
-                    let ok = r.status() == 200;
-                    r.into_body().collect().await.ok().map(|_| ok)
-                })
-                .await
-                {
-                    Ok(Some(ok)) => ok,
-                    _ => false,
-                },
-                "layer" => match layered.clone().oneshot(request()).await {
-                    Ok(r) => r.status() == 200 && r.into_body().collect().await.is_ok(),
-                    Err(_) => false,
-                },
-                _ => match raw.get(&url).timeout(TIMEOUT).send().await {
-                    Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                },
-            };
-            ok += usize::from(good);
+            ok += usize::from(stacks.get(via).await);
         }
         ok
     })
@@ -172,7 +99,7 @@ pub fn run(size: Size) -> Vec<Table> {
             .output()
             .is_ok_and(|o| o.status.success());
     if !valgrind {
-        for (variant, _) in VARIANTS {
+        for (variant, _, _) in VARIANTS {
             let ok = calls(variant, n);
             t.row(vec![
                 (*variant).to_owned(),
@@ -193,7 +120,7 @@ pub fn run(size: Size) -> Vec<Table> {
         return vec![t];
     }
     let mut per_call: Vec<(&str, Result<u64, String>)> = Vec::new();
-    for (variant, _) in VARIANTS {
+    for (variant, _, _) in VARIANTS {
         let cost = counted(variant, n)
             .and_then(|one| counted(variant, 2 * n).map(|two| two.saturating_sub(one) / n as u64));
         per_call.push((variant, cost));
@@ -204,7 +131,7 @@ pub fn run(size: Size) -> Vec<Table> {
             .find(|(v, _)| *v == name)
             .and_then(|(_, c)| c.as_ref().ok().copied())
     };
-    for ((variant, peer), (_, cost)) in VARIANTS.iter().zip(&per_call) {
+    for ((variant, _, peer), (_, cost)) in VARIANTS.iter().zip(&per_call) {
         let (count, over, ratio) = match (cost, peer.and_then(cost_of)) {
             (Ok(c), Some(p)) => (
                 c.to_string(),

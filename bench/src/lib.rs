@@ -34,6 +34,7 @@ pub mod poll;
 pub mod proc;
 pub mod quota;
 pub mod scale;
+pub mod stacks;
 pub mod stats;
 pub mod tls;
 

@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use polite_client::Transport as _;
 use polite_lab::LabConfig;
 
+use crate::stacks::{Stacks, TIMEOUT, Via};
 use crate::stats::{Dist, Table, num, ratio};
 use crate::{Size, get, lab, ms};
-
-const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Per-request times (ms) of each variant (0 is the peer), and failures.
 #[derive(Debug, Default)]
@@ -132,106 +131,42 @@ fn interleave_blocking(
 
 /// Variants: 0 reqwest, 1 polite-tokio's transport alone, 2 polite-tokio `send`.
 fn tokio_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
-    let rt = crate::tokio_current_thread();
-    rt.block_on(async {
-        let raw = crate::reqwest_client();
-        let transport = polite_tokio::ReqwestTransport::new(crate::reqwest_client());
-        let polite = polite_tokio::Client::with_transport(
-            polite_tokio::ReqwestTransport::new(crate::reqwest_client()),
-            polite_tokio::Config::default(),
-        )
-        .expect("default config");
-        interleave_async(3, rounds, per_round, warm, |variant| {
-            let (raw, transport, polite) = (&raw, &transport, &polite);
-            async move {
-                match variant {
-                    2 => polite.send(get(url)).await.is_ok_and(|r| r.status() == 200),
-                    1 => transport
-                        .send(get(url), Instant::now() + TIMEOUT)
-                        .await
-                        .is_ok_and(|r| r.status() == 200),
-                    _ => match raw.get(url).timeout(TIMEOUT).send().await {
-                        Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                        Err(_) => false,
-                    },
-                }
-            }
-        })
-        .await
-    })
+    stack_samples(
+        url,
+        &[Via::Reqwest, Via::TokioTransport, Via::TokioSend],
+        (rounds, per_round, warm),
+    )
 }
 
 /// Variants: 0 reqwest, 1 a reqwest-middleware stack with no middleware,
 /// 2 the same stack with `PoliteMiddleware`, 3 hyper-util's legacy client,
 /// 4 the same client under `PoliteLayer`. Every variant reads the body.
 fn integration_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
-    use bytes::Bytes;
-    use http_body_util::{BodyExt, Full};
-    use tower::ServiceExt;
-    type Upstream = hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        polite_tokio::PoliteBody<Full<Bytes>>,
-    >;
-    type Bare = hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        Full<Bytes>,
-    >;
+    stack_samples(
+        url,
+        &[
+            Via::Reqwest,
+            Via::EmptyStack,
+            Via::Middleware,
+            Via::Hyper,
+            Via::Layer,
+        ],
+        (rounds, per_round, warm),
+    )
+}
+
+/// `vias` interleaved on a current-thread tokio runtime (variant `k` is
+/// `vias[k]`).
+fn stack_samples(
+    url: &str,
+    vias: &[Via],
+    (rounds, per_round, warm): (usize, usize, usize),
+) -> Samples {
     let rt = crate::tokio_current_thread();
     rt.block_on(async {
-        let config = polite_tokio::Config {
-            timeout: TIMEOUT,
-            ..polite_tokio::Config::default()
-        };
-        let raw = crate::reqwest_client();
-        let empty = reqwest_middleware::ClientBuilder::new(crate::reqwest_client()).build();
-        let middleware = reqwest_middleware::ClientBuilder::new(crate::reqwest_client())
-            .with(polite_tokio::PoliteMiddleware::new(config.clone()).expect("valid config"))
-            .build();
-        let executor = hyper_util::rt::TokioExecutor::new();
-        let hyper: Bare =
-            hyper_util::client::legacy::Client::builder(executor.clone()).build_http();
-        let upstream: Upstream = hyper_util::client::legacy::Client::builder(executor).build_http();
-        let layered = tower::ServiceBuilder::new()
-            .layer(polite_tokio::PoliteLayer::new(config).expect("valid config"))
-            .service(upstream);
-        let uri: http::Uri = url.parse().expect("a lab URL");
-        interleave_async(5, rounds, per_round, warm, |variant| {
-            let (raw, empty, middleware) = (&raw, &empty, &middleware);
-            let (hyper, layered, uri) = (&hyper, &layered, &uri);
-            async move {
-                let request = || {
-                    let mut r = http::Request::new(Full::new(Bytes::new()));
-                    *r.uri_mut() = uri.clone();
-                    r
-                };
-                match variant {
-                    4 => match layered.clone().oneshot(request()).await {
-                        Ok(r) => r.status() == 200 && r.into_body().collect().await.is_ok(),
-                        Err(_) => false,
-                    },
-                    3 => match tokio::time::timeout(TIMEOUT, async {
-                        let r = hyper.request(request()).await.ok()?;
-                        let ok = r.status() == 200;
-                        r.into_body().collect().await.ok().map(|_| ok)
-                    })
-                    .await
-                    {
-                        Ok(Some(ok)) => ok,
-                        _ => false,
-                    },
-                    2 | 1 => {
-                        let client = if variant == 2 { middleware } else { empty };
-                        match client.get(url).timeout(TIMEOUT).send().await {
-                            Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                            Err(_) => false,
-                        }
-                    }
-                    _ => match raw.get(url).timeout(TIMEOUT).send().await {
-                        Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                        Err(_) => false,
-                    },
-                }
-            }
+        let stacks = Stacks::new(url);
+        interleave_async(vias.len(), rounds, per_round, warm, |variant| {
+            stacks.get(vias[variant])
         })
         .await
     })
