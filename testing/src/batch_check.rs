@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::throttle_check::PRESIZE;
 use crate::{Violation, class_index, oracle, server_time, unknown, violation};
 use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, SendId};
 
@@ -232,6 +233,9 @@ impl BatchChecker {
     #[must_use]
     pub fn throttled(mut self, limit: u32, window: Duration) -> BatchChecker {
         self.throttle = Some((limit, window));
+        // At most `limit` sends in the window: sized once, so that checking
+        // a send allocates nothing.
+        self.recent = VecDeque::with_capacity((limit as usize).min(PRESIZE));
         self
     }
 
@@ -266,6 +270,19 @@ impl BatchChecker {
     pub fn throttled_per_key(mut self, limit: u32, window: Duration) -> BatchChecker {
         self.throttle = Some((limit, window));
         self.keyed = true;
+        // Every key the requests name, known from the start (a key never
+        // sent to and never heard of is a default `Key`, which is what a
+        // missing one means), each with room for the sends of a window
+        // plus the margin (`2 * limit` when the window is at least the
+        // 50 ms margin; a shorter window grows it, amortised): checking a
+        // step then allocates nothing.
+        let room = (limit as usize).saturating_mul(2).min(PRESIZE);
+        for &slot in &self.slots {
+            self.keys.entry(slot).or_insert_with(|| Key {
+                sent: VecDeque::with_capacity(room),
+                ..Key::default()
+            });
+        }
         self
     }
 
@@ -684,18 +701,29 @@ impl BatchChecker {
                 format!("{} outcomes for {} items", items.len(), self.outcomes.len()),
             );
         }
-        let mut starved = Vec::new();
-        for (k, (seen, now)) in self.outcomes.iter_mut().zip(items).enumerate() {
-            if seen.is_some() && seen != now {
+        // The first item newly starved while its key was plainly free
+        // (`starved-key`, reported after the per-item rules, as before):
+        // found in the same pass, without collecting the starved items.
+        let mut starved_free = None;
+        for (k, now) in items.iter().enumerate() {
+            let seen = self.outcomes[k];
+            if seen.is_some() && seen != *now {
                 return violation(
                     "outcome-changed",
                     format!("item {k}: {seen:?} then {now:?}"),
                 );
             }
-            if seen.is_none() && matches!(now, Some(Outcome::Starved { .. })) {
-                starved.push(k);
+            if self.keyed
+                && starved_free.is_none()
+                && seen.is_none()
+                && matches!(now, Some(Outcome::Starved { .. }))
+                && self
+                    .now
+                    .is_some_and(|at| self.plainly_free(self.slots[k], at))
+            {
+                starved_free = Some(k);
             }
-            *seen = *now;
+            self.outcomes[k] = *now;
             if let Some(Outcome::Starved { until, .. }) = now
                 && *until < self.deadline
             {
@@ -716,12 +744,7 @@ impl BatchChecker {
                 );
             }
         }
-        if self.keyed
-            && let Some(at) = self.now
-            && let Some(&k) = starved
-                .iter()
-                .find(|&&k| self.plainly_free(self.slots[k], at))
-        {
+        if let Some(k) = starved_free {
             return violation(
                 "starved-key",
                 format!("item {k} starved while its key {} was free", self.slots[k]),
