@@ -117,6 +117,10 @@ impl Target {
     /// # Errors
     ///
     /// A [`Failure`]: the decoded case and the invariant it broke.
+    // `#[inline]` (and on the `Case::check` paths below): the machines'
+    // generic code is then instantiated, with coverage counters, in each
+    // fuzz target, while polite-testing's own code is built without them
+    // for fuzzing (fuzz/coverage-wrapper.sh; fuzz/README.md, "Speed").
     #[inline]
     pub fn check(self, data: &[u8]) -> Result<(), Failure> {
         match self {
@@ -1386,6 +1390,7 @@ impl Case for HeaderCase {
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), Violation> {
         let wall = UNIX_EPOCH + Duration::from_secs(self.wall_secs);
         let mut reading = Reading::new(self.date.as_deref(), wall);
@@ -1434,6 +1439,7 @@ impl Case for HeaderCase {
 }
 
 /// The year of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+#[inline]
 fn httpdate_year(imf: &[u8]) -> u32 {
     imf.get(12..16)
         .and_then(|y| std::str::from_utf8(y).ok())
@@ -1459,6 +1465,7 @@ struct Reading<'a> {
 }
 
 impl<'a> Reading<'a> {
+    #[inline]
     fn new(date: Option<&'a [u8]>, wall: SystemTime) -> Reading<'a> {
         let base = date
             .map(server_time::trim)
@@ -1477,6 +1484,7 @@ impl<'a> Reading<'a> {
 /// (the checkers' own digit scanner and HTTP-date reader, `server_time`,
 /// which shares no code with `polite_core::retry_after` nor uses `httpdate`).
 /// Returns what `RetryAfter::parse` made of the value.
+#[inline]
 fn check_retry_after(
     value: &[u8],
     reading: &mut Reading<'_>,
