@@ -1,9 +1,10 @@
 //! [`BatchChecker`]: the invariants of a [`BatchMachine`](polite_core::BatchMachine),
 //! checked on its stream of inputs and outputs independently of its logic.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::throttle_check::PRESIZE;
 use crate::{Violation, class_index, oracle, server_time, unknown, violation};
 use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, SendId};
 
@@ -85,32 +86,24 @@ use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, 
 #[derive(Clone, Debug)]
 pub struct BatchChecker {
     policy: BatchPolicy,
-    replayable: Vec<bool>,
     deadline: Instant,
     throttle: Option<(u32, Duration)>,
     now: Option<Instant>,
     stopped: Option<Outcome>,
     cancelled: bool,
-    flying: Vec<Option<SendId>>,
+    /// What the checker knows of each item, in one allocation.
+    items: Vec<Item>,
     in_flight: u32,
     peak: u32,
-    sends: Vec<u32>,
     total: u32,
-    last_class: Vec<Option<RetryClass>>,
-    over_cap: Vec<bool>,
-    retries: Vec<[u32; 3]>,
-    restarts: Vec<u32>,
-    last_attempt: Vec<Option<u32>>,
-    not_before: Vec<Option<Instant>>,
-    late: Vec<bool>,
     cool_until: Option<Instant>,
     recent: VecDeque<Instant>,
     outcomes: Vec<Option<Outcome>>,
-    /// Each item's pace slot, and whether each slot has a throttle of its
-    /// own (`throttled_per_key`), and what the checker knows of each.
-    slots: Vec<u32>,
+    /// Whether each pace slot has a throttle of its own
+    /// (`throttled_per_key`), and what the checker knows of each, by slot
+    /// (sorted; every slot the requests name, from `throttled_per_key` on).
     keyed: bool,
-    keys: BTreeMap<u32, Key>,
+    keys: Vec<(u32, Key)>,
     /// The instant of the batch's latest `SleepUntil`, until its next
     /// action or input (the `head-of-line` rule looks at it).
     sleeping: Option<Instant>,
@@ -123,6 +116,36 @@ const MARGIN: Duration = Duration::from_millis(50);
 /// `BatchMachine`'s documented lookahead: 4 × `concurrency` items from the
 /// oldest one not yet started.
 const LOOKAHEAD: u32 = 4;
+
+/// What the checker knows of one item.
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    replayable: bool,
+    /// Its pace slot.
+    slot: u32,
+    flying: Option<SendId>,
+    sends: u32,
+    last_class: Option<RetryClass>,
+    over_cap: bool,
+    retries: [u32; 3],
+    restarts: u32,
+    last_attempt: Option<u32>,
+    not_before: Option<Instant>,
+    late: bool,
+}
+
+/// Key `slot`'s state in `keys` (sorted by slot; created if new: never
+/// after `throttled_per_key`, which knows every slot).
+fn key_mut(keys: &mut Vec<(u32, Key)>, slot: u32) -> &mut Key {
+    let i = match keys.binary_search_by_key(&slot, |(s, _)| *s) {
+        Ok(i) => i,
+        Err(at) => {
+            keys.insert(at, (slot, Key::default()));
+            at
+        }
+    };
+    &mut keys[i].1
+}
 
 /// What the checker knows of one key's throttle.
 #[derive(Clone, Debug, Default)]
@@ -158,30 +181,35 @@ impl BatchChecker {
         let n = requests.len();
         BatchChecker {
             policy: *policy,
-            replayable: requests.iter().map(RequestInfo::is_replayable).collect(),
             deadline,
             throttle: None,
             now: None,
             stopped: None,
             cancelled: false,
-            flying: vec![None; n],
+            items: requests
+                .iter()
+                .map(|r| Item {
+                    replayable: r.is_replayable(),
+                    slot: r.pace_slot,
+                    flying: None,
+                    sends: 0,
+                    last_class: None,
+                    over_cap: false,
+                    retries: [0; 3],
+                    restarts: 0,
+                    last_attempt: None,
+                    not_before: None,
+                    late: false,
+                })
+                .collect(),
             in_flight: 0,
             peak: 0,
-            sends: vec![0; n],
             total: 0,
-            last_class: vec![None; n],
-            over_cap: vec![false; n],
-            retries: vec![[0; 3]; n],
-            restarts: vec![0; n],
-            last_attempt: vec![None; n],
-            not_before: vec![None; n],
-            late: vec![false; n],
             cool_until: None,
             recent: VecDeque::new(),
             outcomes: vec![None; n],
-            slots: requests.iter().map(|r| r.pace_slot).collect(),
             keyed: false,
-            keys: BTreeMap::new(),
+            keys: Vec::new(),
             sleeping: None,
         }
     }
@@ -232,6 +260,9 @@ impl BatchChecker {
     #[must_use]
     pub fn throttled(mut self, limit: u32, window: Duration) -> BatchChecker {
         self.throttle = Some((limit, window));
+        // At most `limit` sends in the window: sized once, so that checking
+        // a send allocates nothing.
+        self.recent = VecDeque::with_capacity((limit as usize).min(PRESIZE));
         self
     }
 
@@ -266,7 +297,32 @@ impl BatchChecker {
     pub fn throttled_per_key(mut self, limit: u32, window: Duration) -> BatchChecker {
         self.throttle = Some((limit, window));
         self.keyed = true;
+        // Every key the requests name, known from the start (a key never
+        // sent to and never heard of is a default `Key`, which is what a
+        // missing one means), each with room for the sends of a window
+        // plus the margin (`2 * limit` when the window is at least the
+        // 50 ms margin; a shorter window grows it, amortised): checking a
+        // step then allocates nothing.
+        let room = (limit as usize).saturating_mul(2).min(PRESIZE);
+        for k in 0..self.items.len() {
+            let slot = self.items[k].slot;
+            if let Err(at) = self.keys.binary_search_by_key(&slot, |(s, _)| *s) {
+                let key = Key {
+                    sent: VecDeque::with_capacity(room),
+                    ..Key::default()
+                };
+                self.keys.insert(at, (slot, key));
+            }
+        }
         self
+    }
+
+    /// What the checker knows of key `slot`, if anything.
+    fn key(&self, slot: u32) -> Option<&Key> {
+        self.keys
+            .binary_search_by_key(&slot, |(s, _)| *s)
+            .ok()
+            .map(|i| &self.keys[i].1)
     }
 
     /// Whether key `slot` is plainly free at `now` (see `head-of-line`).
@@ -274,7 +330,7 @@ impl BatchChecker {
         let Some((limit, window)) = self.throttle else {
             return false;
         };
-        let Some(key) = self.keys.get(&slot) else {
+        let Some(key) = self.key(slot) else {
             return true; // never sent, never heard of
         };
         let recent = key
@@ -299,7 +355,7 @@ impl BatchChecker {
         {
             return Ok(());
         }
-        let waiting = |k: &usize| self.sends[*k] == 0 && self.outcomes[*k].is_none();
+        let waiting = |k: &usize| self.items[*k].sends == 0 && self.outcomes[*k].is_none();
         let Some(oldest) = (0..self.outcomes.len()).find(waiting) else {
             return Ok(());
         };
@@ -307,13 +363,13 @@ impl BatchChecker {
         let end = oldest.saturating_add(reach).min(self.outcomes.len());
         if let Some(k) = (oldest..end)
             .filter(waiting)
-            .find(|&k| self.plainly_free(self.slots[k], now))
+            .find(|&k| self.plainly_free(self.items[k].slot, now))
         {
             return violation(
                 "head-of-line",
                 format!(
                     "waiting with {} in flight while item {k} of free key {} could go",
-                    self.in_flight, self.slots[k]
+                    self.in_flight, self.items[k].slot
                 ),
             );
         }
@@ -422,12 +478,12 @@ impl BatchChecker {
             Event::Response(r) => {
                 let item = r.id.item as usize;
                 let rate_limited = oracle::class_of(retry, r) == Some(RetryClass::RateLimited);
-                let slot = self.slots.get(item).copied();
+                let slot = self.items.get(item).map(|s| s.slot);
                 if self.keyed
                     && let Some(slot) = slot
                     && (rate_limited || !r.rate_limit.is_empty() || r.retry_after_ms.is_some())
                 {
-                    self.keys.entry(slot).or_default().tainted = true;
+                    key_mut(&mut self.keys, slot).tainted = true;
                 }
                 if let Some(v) = r.retry_after
                     && let Some(d) = server_time::asked(v, r.date, r.wall_clock)
@@ -439,7 +495,7 @@ impl BatchChecker {
                     {
                         let cool = if self.keyed {
                             // The answered item's key only (an unknown item: none).
-                            slot.map(|s| &mut self.keys.entry(s).or_default().cool_until)
+                            slot.map(|s| &mut key_mut(&mut self.keys, s).cool_until)
                         } else {
                             Some(&mut self.cool_until)
                         };
@@ -447,9 +503,11 @@ impl BatchChecker {
                             *c = Some(c.map_or(until, |c| c.max(until)));
                         }
                     }
-                    if self.flying.get(item) == Some(&Some(r.id)) {
-                        self.not_before[item] = now.checked_add(d.max(retry.retry_after.min));
-                        self.over_cap[item] = d > retry.retry_after.auto_wait_cap;
+                    if let Some(it) = self.items.get_mut(item)
+                        && it.flying == Some(r.id)
+                    {
+                        it.not_before = now.checked_add(d.max(retry.retry_after.min));
+                        it.over_cap = d > retry.retry_after.auto_wait_cap;
                     }
                 }
                 (r.id, oracle::class_of(retry, r))
@@ -459,12 +517,14 @@ impl BatchChecker {
         };
         let (id, class) = id;
         let item = id.item as usize;
-        if self.flying.get(item) == Some(&Some(id)) {
-            self.last_class[item] = class;
-            self.flying[item] = None;
+        if let Some(it) = self.items.get_mut(item)
+            && it.flying == Some(id)
+        {
+            it.last_class = class;
+            it.flying = None;
             self.in_flight -= 1;
             if now >= self.deadline && !self.cancelled {
-                self.late[item] = true;
+                it.late = true;
             }
         }
     }
@@ -524,10 +584,10 @@ impl BatchChecker {
                 if Some(plan.abort_at) != self.deadline.checked_add(retry.transport_cushion) {
                     return violation("abort-at", format!("{plan:?}"));
                 }
-                if item >= self.flying.len() {
+                if item >= self.items.len() {
                     return violation("item-range", format!("{plan:?}"));
                 }
-                if let Some(f) = self.flying[item] {
+                if let Some(f) = self.items[item].flying {
                     return violation("send-while-in-flight", format!("{plan:?} while {f} flies"));
                 }
                 if self.in_flight >= self.policy.concurrency {
@@ -536,14 +596,17 @@ impl BatchChecker {
                         format!("{plan:?} with {} in flight", self.in_flight),
                     );
                 }
-                if self.last_attempt[item].is_some_and(|a| a >= plan.id.attempt) {
+                if self.items[item]
+                    .last_attempt
+                    .is_some_and(|a| a >= plan.id.attempt)
+                {
                     return violation("attempt-order", format!("{plan:?}"));
                 }
-                if self.sends[item] >= 1 && !self.replayable[item] {
+                if self.items[item].sends >= 1 && !self.items[item].replayable {
                     return violation("not-replayable", format!("second send {plan:?}"));
                 }
-                if self.sends[item] > 0 {
-                    let Some(class) = self.last_class[item] else {
+                if self.items[item].sends > 0 {
+                    let Some(class) = self.items[item].last_class else {
                         return violation(
                             "retry-budget",
                             format!("{plan:?}: a resend without a retried failure"),
@@ -551,30 +614,33 @@ impl BatchChecker {
                     };
                     let i = class_index(class);
                     let budget = oracle::budget(retry, class);
-                    let spent = self.retries[item][i] >= budget;
+                    let spent = self.items[item].retries[i] >= budget;
                     let restart = match class {
-                        RetryClass::RateLimited => spent || self.over_cap[item],
-                        _ => !spent && self.over_cap[item],
+                        RetryClass::RateLimited => spent || self.items[item].over_cap,
+                        _ => !spent && self.items[item].over_cap,
                     };
                     if restart {
-                        self.restarts[item] += 1;
-                        if self.restarts[item] > self.policy.max_restarts {
+                        self.items[item].restarts += 1;
+                        if self.items[item].restarts > self.policy.max_restarts {
                             return violation(
                                 "restarts",
-                                format!("item {item}: restart {}", self.restarts[item]),
+                                format!("item {item}: restart {}", self.items[item].restarts),
                             );
                         }
                     } else {
-                        self.retries[item][i] += 1;
-                        if self.retries[item][i] > budget {
+                        self.items[item].retries[i] += 1;
+                        if self.items[item].retries[i] > budget {
                             return violation(
                                 "retry-budget",
-                                format!("item {item}: {} {class} retries", self.retries[item][i]),
+                                format!(
+                                    "item {item}: {} {class} retries",
+                                    self.items[item].retries[i]
+                                ),
                             );
                         }
                     }
                 }
-                if let Some(nb) = self.not_before[item]
+                if let Some(nb) = self.items[item].not_before
                     && now < nb
                 {
                     return violation(
@@ -585,7 +651,8 @@ impl BatchChecker {
                 if let Some((limit, window)) = self.throttle
                     && self.keyed
                 {
-                    let key = self.keys.entry(self.slots[item]).or_default();
+                    let slot = self.items[item].slot;
+                    let key = key_mut(&mut self.keys, slot);
                     if let Some(c) = key.cool_until
                         && now < c
                     {
@@ -612,7 +679,7 @@ impl BatchChecker {
                             format!(
                                 "{} sends of key {} within one window of {window:?}",
                                 limit + 1,
-                                self.slots[item]
+                                slot
                             ),
                         );
                     }
@@ -641,15 +708,15 @@ impl BatchChecker {
                     }
                     self.recent.push_back(now);
                 }
-                self.flying[item] = Some(plan.id);
+                self.items[item].flying = Some(plan.id);
                 self.in_flight += 1;
                 self.peak = self.peak.max(self.in_flight);
-                self.sends[item] += 1;
+                self.items[item].sends += 1;
                 self.total += 1;
-                self.last_attempt[item] = Some(plan.id.attempt);
-                self.not_before[item] = None;
-                self.last_class[item] = None;
-                self.over_cap[item] = false;
+                self.items[item].last_attempt = Some(plan.id.attempt);
+                self.items[item].not_before = None;
+                self.items[item].last_class = None;
+                self.items[item].over_cap = false;
                 Ok(())
             }
         }
@@ -684,18 +751,29 @@ impl BatchChecker {
                 format!("{} outcomes for {} items", items.len(), self.outcomes.len()),
             );
         }
-        let mut starved = Vec::new();
-        for (k, (seen, now)) in self.outcomes.iter_mut().zip(items).enumerate() {
-            if seen.is_some() && seen != now {
+        // The first item newly starved while its key was plainly free
+        // (`starved-key`, reported after the per-item rules, as before):
+        // found in the same pass, without collecting the starved items.
+        let mut starved_free = None;
+        for (k, now) in items.iter().enumerate() {
+            let seen = self.outcomes[k];
+            if seen.is_some() && seen != *now {
                 return violation(
                     "outcome-changed",
                     format!("item {k}: {seen:?} then {now:?}"),
                 );
             }
-            if seen.is_none() && matches!(now, Some(Outcome::Starved { .. })) {
-                starved.push(k);
+            if self.keyed
+                && starved_free.is_none()
+                && seen.is_none()
+                && matches!(now, Some(Outcome::Starved { .. }))
+                && self
+                    .now
+                    .is_some_and(|at| self.plainly_free(self.items[k].slot, at))
+            {
+                starved_free = Some(k);
             }
-            *seen = *now;
+            self.outcomes[k] = *now;
             if let Some(Outcome::Starved { until, .. }) = now
                 && *until < self.deadline
             {
@@ -706,7 +784,7 @@ impl BatchChecker {
                     ),
                 );
             }
-            if self.late[k]
+            if self.items[k].late
                 && let Some(o) = now
                 && !matches!(o, Outcome::TimedOut { .. })
             {
@@ -716,15 +794,13 @@ impl BatchChecker {
                 );
             }
         }
-        if self.keyed
-            && let Some(at) = self.now
-            && let Some(&k) = starved
-                .iter()
-                .find(|&&k| self.plainly_free(self.slots[k], at))
-        {
+        if let Some(k) = starved_free {
             return violation(
                 "starved-key",
-                format!("item {k} starved while its key {} was free", self.slots[k]),
+                format!(
+                    "item {k} starved while its key {} was free",
+                    self.items[k].slot
+                ),
             );
         }
         if let Some(at) = self.sleeping {

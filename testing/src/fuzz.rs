@@ -55,6 +55,7 @@ use polite_core::{
 /// assert_eq!(Target::from_name("poll_script"), Some(Target::Poll));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Target {
     /// `Retry-After` and `Date` parsing against `httpdate`: [`HeaderCase`].
     RetryAfter,
@@ -62,9 +63,13 @@ pub enum Target {
     Retry,
     /// A `PollMachine` over an event script: [`PollCase`].
     Poll,
-    /// A `RateThrottle` over calls, a `BatchMachine` and a
-    /// `Paced<RetryMachine>` over event scripts: [`PaceCase`].
-    Pace,
+    /// A `RateThrottle` over a sequence of calls: [`ThrottleCase`].
+    Throttle,
+    /// A `BatchMachine` through a `RateThrottle` (or unpaced, or a learning
+    /// throttle) over an event script: [`PaceBatchCase`].
+    PaceBatch,
+    /// A `Paced<RetryMachine>` over an event script: [`PacedRetryCase`].
+    PacedRetry,
     /// `RateLimit`, `RateLimit-Policy` and `X-RateLimit-*` parsing, against
     /// an independent reading with `sfv`'s parsed types: [`RateLimitCase`].
     RateLimit,
@@ -75,11 +80,13 @@ pub enum Target {
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 6] = [
+    pub const ALL: [Target; 8] = [
         Target::RetryAfter,
         Target::Retry,
         Target::Poll,
-        Target::Pace,
+        Target::Throttle,
+        Target::PaceBatch,
+        Target::PacedRetry,
         Target::RateLimit,
         Target::Keyed,
     ];
@@ -91,7 +98,9 @@ impl Target {
             Target::RetryAfter => "retry_after",
             Target::Retry => "retry_script",
             Target::Poll => "poll_script",
-            Target::Pace => "pace_script",
+            Target::Throttle => "pace_throttle",
+            Target::PaceBatch => "pace_batch",
+            Target::PacedRetry => "paced_retry",
             Target::RateLimit => "ratelimit",
             Target::Keyed => "keyed_batch",
         }
@@ -108,12 +117,19 @@ impl Target {
     /// # Errors
     ///
     /// A [`Failure`]: the decoded case and the invariant it broke.
+    // `#[inline]` (and on the `Case::check` paths below): the machines'
+    // generic code is then instantiated, with coverage counters, in each
+    // fuzz target, while polite-testing's own code is built without them
+    // for fuzzing (fuzz/coverage-wrapper.sh; fuzz/README.md, "Speed").
+    #[inline]
     pub fn check(self, data: &[u8]) -> Result<(), Failure> {
         match self {
             Target::RetryAfter => run::<HeaderCase>(data),
             Target::Retry => run::<RetryCase>(data),
             Target::Poll => run::<PollCase>(data),
-            Target::Pace => run::<PaceCase>(data),
+            Target::Throttle => run::<ThrottleCase>(data),
+            Target::PaceBatch => run::<PaceBatchCase>(data),
+            Target::PacedRetry => run::<PacedRetryCase>(data),
             Target::RateLimit => run::<RateLimitCase>(data),
             Target::Keyed => run::<KeyedCase>(data),
         }
@@ -722,6 +738,7 @@ impl Case for RetryCase {
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), Violation> {
         self.run(false).map(drop)
     }
@@ -748,6 +765,7 @@ impl RetryCase {
     /// Plays the case (recording the trace or not: the fuzz target does
     /// not, to spend no allocation per step) and checks it; the trace and
     /// the number of sends.
+    #[inline]
     fn run(&self, recording: bool) -> Result<(Trace, u64), Violation> {
         let t0 = origin();
         let m = RetryMachine::new(
@@ -848,6 +866,7 @@ impl Case for PollCase {
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), Violation> {
         self.play(false).map(drop)
     }
@@ -873,6 +892,7 @@ impl PollCase {
 
     /// Plays the case, recording the trace or not (the fuzz target does
     /// not: no allocation per step).
+    #[inline]
     fn play(&self, recording: bool) -> Result<Trace, Violation> {
         let t0 = origin();
         let m = PollMachine::new(
@@ -896,8 +916,13 @@ impl PollCase {
 }
 
 // ---------------------------------------------------------------------------
-// pace_script
+// pace_throttle, pace_batch, paced_retry
 // ---------------------------------------------------------------------------
+
+// Pacing is fuzzed by three focused targets rather than one that ran the
+// throttle, a batch and a paced retry machine on every input: libFuzzer's
+// work after each execution grows with the number of code edges the
+// execution covered, and one machine per input covers less.
 
 /// One call on a throttle, after the caller's clock moved by `step_ms`
 /// (negative: backwards).
@@ -917,55 +942,49 @@ pub enum ThrottleOp {
     },
 }
 
-/// Pacing: a `RateThrottle` over a sequence of calls (checked against
-/// [`ThrottleChecker`]'s reference); a `BatchMachine` with that throttle
-/// (or unpaced) over an event script (checked by [`BatchChecker`]); and a
-/// `Paced<RetryMachine>` over another script (checked by [`Checker`], and
-/// at most `limit` sends per window).
+/// A throttle's limit, window and margin: the first bytes of every pacing
+/// case.
+fn throttle_shape(u: U<'_, '_>) -> (u32, Duration, Duration) {
+    let limit = int(u, 1..=6) as u32;
+    let window = Duration::from_millis(int(u, 1..=3_000));
+    let margin = Duration::from_millis(pick(u, &[50, 0, 1, 100]));
+    (limit, window, margin)
+}
+
+fn throttle(limit: u32, window: Duration, margin: Duration) -> Result<RateThrottle, Violation> {
+    Ok(RateThrottle::new(limit, window)
+        .map_err(invalid_policy)?
+        .with_margin(margin))
+}
+
+fn invalid_policy(e: polite_core::policy::PolicyError) -> Violation {
+    Violation {
+        rule: "valid-policy",
+        detail: e.to_string(),
+    }
+}
+
+/// `pace_throttle`: a `RateThrottle` over a sequence of calls, checked
+/// against [`ThrottleChecker`]'s reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PaceCase {
+pub struct ThrottleCase {
     /// Throttle limit.
     pub limit: u32,
     /// Throttle window.
     pub window: Duration,
     /// Throttle margin.
     pub margin: Duration,
-    /// Calls on the throttle alone.
+    /// The calls.
     pub ops: Vec<ThrottleOp>,
-    /// The batch's policy.
-    pub batch: BatchPolicy,
-    /// The batch's requests.
-    pub requests: Vec<RequestInfo>,
-    /// Whether the batch goes through the throttle (else unpaced).
-    pub throttled: bool,
-    /// Whether the batch and the paced machine go through a *learning*
-    /// throttle instead (sized by `RateLimit-Policy`; no `rate` check).
-    pub learning: bool,
-    /// Whether `X-RateLimit-*` headers are read too.
-    pub x_ratelimit: bool,
-    /// The jitter seed.
-    pub seed: u64,
-    /// The budget (batch and paced machine).
-    pub timeout: Duration,
-    /// A retry budget shared by the batch's items (token bucket capacity,
-    /// tokens), if any.
-    pub bucket: Option<(u32, u32)>,
-    /// How the batch is brought to its end after its script.
-    pub settle: Settle,
-    /// The batch's script.
-    pub script: Vec<Input>,
-    /// The paced retry machine's script.
-    pub paced: Vec<Input>,
 }
 
-impl Case for PaceCase {
-    fn decode(data: &[u8]) -> PaceCase {
+impl Case for ThrottleCase {
+    fn decode(data: &[u8]) -> ThrottleCase {
         let u = &mut Unstructured::new(data);
-        let limit = int(u, 1..=6) as u32;
-        let window = Duration::from_millis(int(u, 1..=3_000));
-        let margin = Duration::from_millis(pick(u, &[50, 0, 1, 100]));
-        let mut ops = Vec::new();
-        for _ in 0..int(u, 0..=48) {
+        let (limit, window, margin) = throttle_shape(u);
+        let n = int(u, 0..=48) as usize;
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
             let step_ms = int(u, 0..=1_800) as i64 - 300;
             ops.push(if int(u, 0..=9) == 0 {
                 ThrottleOp::CoolDown {
@@ -976,6 +995,110 @@ impl Case for PaceCase {
                 ThrottleOp::Acquire { step_ms }
             });
         }
+        ThrottleCase {
+            limit,
+            window,
+            margin,
+            ops,
+        }
+    }
+
+    #[inline]
+    fn check(&self) -> Result<(), Violation> {
+        let t0 = origin();
+        let mut t = throttle(self.limit, self.window, self.margin)?;
+        let mut checker = ThrottleChecker::for_throttle(&t);
+        let mut clock = t0;
+        let step = |clock: Instant, ms: i64| {
+            if ms >= 0 {
+                clock + Duration::from_millis(ms.unsigned_abs())
+            } else {
+                clock
+                    .checked_sub(Duration::from_millis(ms.unsigned_abs()))
+                    .unwrap_or(t0)
+                    .max(t0)
+            }
+        };
+        for op in &self.ops {
+            match *op {
+                ThrottleOp::Acquire { step_ms } => {
+                    clock = step(clock, step_ms);
+                    checker.acquire(clock, t.acquire(clock))?;
+                }
+                ThrottleOp::CoolDown { step_ms, for_ms } => {
+                    clock = step(clock, step_ms);
+                    let until = clock + Duration::from_millis(for_ms);
+                    t.cool_down(until);
+                    checker.cool_down(until);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which pace a batch or a paced machine goes through.
+fn rate_headers(x_ratelimit: bool) -> RateLimitHeaders {
+    if x_ratelimit {
+        RateLimitHeaders::default().with_x_ratelimit()
+    } else {
+        RateLimitHeaders::default()
+    }
+}
+
+/// A learning throttle (sized by `RateLimit-Policy`), starting at ten
+/// times the case's limit.
+fn learner(limit: u32) -> Result<RateThrottle, Violation> {
+    RateThrottle::learning(limit.max(1) * 10).map_err(invalid_policy)
+}
+
+/// `pace_batch`: a `BatchMachine` through a `RateThrottle` (or unpaced, or
+/// a learning throttle), with or without a shared retry budget, over an
+/// event script, checked by [`BatchChecker`] (with the `rate` and
+/// `cool-down` rules when the throttle is its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaceBatchCase {
+    /// Throttle limit.
+    pub limit: u32,
+    /// Throttle window.
+    pub window: Duration,
+    /// Throttle margin.
+    pub margin: Duration,
+    /// The batch's policy.
+    pub batch: BatchPolicy,
+    /// The batch's requests.
+    pub requests: Vec<RequestInfo>,
+    /// Whether the batch goes through the throttle (else unpaced).
+    pub throttled: bool,
+    /// Whether the batch goes through a *learning* throttle instead (sized
+    /// by `RateLimit-Policy`; no `rate` check).
+    pub learning: bool,
+    /// Whether `X-RateLimit-*` headers are read too.
+    pub x_ratelimit: bool,
+    /// The jitter seed.
+    pub seed: u64,
+    /// The budget.
+    pub timeout: Duration,
+    /// A retry budget shared by the batch's items (token bucket capacity,
+    /// tokens), if any.
+    pub bucket: Option<(u32, u32)>,
+    /// How the batch is brought to its end after its script.
+    pub settle: Settle,
+    /// The script.
+    pub script: Vec<Input>,
+}
+
+fn timeout_paced(u: U<'_, '_>) -> Duration {
+    Duration::from_millis(match int(u, 0..=1) {
+        0 => int(u, 0..=20_000),
+        _ => int(u, 20_000..=200_000),
+    })
+}
+
+impl Case for PaceBatchCase {
+    fn decode(data: &[u8]) -> PaceBatchCase {
+        let u = &mut Unstructured::new(data);
+        let (limit, window, margin) = throttle_shape(u);
         let batch = BatchPolicy {
             retry: retry_policy(u),
             concurrency: int(u, 1..=5) as u32,
@@ -995,24 +1118,14 @@ impl Case for PaceCase {
         let learning = int(u, 0..=3) == 0;
         let x_ratelimit = flag(u);
         let seed = u.arbitrary().unwrap_or(0);
-        let timeout = Duration::from_millis(match int(u, 0..=1) {
-            0 => int(u, 0..=20_000),
-            _ => int(u, 20_000..=200_000),
-        });
+        let timeout = timeout_paced(u);
         let bucket = bucket(u);
         let settle = settle(u);
-        let split = int(u, 0..=3);
-        let all = script(u, Flavour::Batch);
-        let (script, paced) = if split == 0 {
-            (Vec::new(), all)
-        } else {
-            (all, Vec::new())
-        };
-        PaceCase {
+        let script = script(u, Flavour::Batch);
+        PaceBatchCase {
             limit,
             window,
             margin,
-            ops,
             batch,
             requests,
             throttled,
@@ -1023,102 +1136,118 @@ impl Case for PaceCase {
             bucket,
             settle,
             script,
-            paced,
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), Violation> {
-        let invalid = |e: polite_core::policy::PolicyError| Violation {
-            rule: "valid-policy",
-            detail: e.to_string(),
-        };
         let t0 = origin();
-        let throttle = RateThrottle::new(self.limit, self.window)
-            .map_err(invalid)?
-            .with_margin(self.margin);
-
-        // The throttle alone, call by call.
-        let mut t = throttle.clone();
-        let mut checker = ThrottleChecker::for_throttle(&t);
-        let mut clock = t0;
-        for op in &self.ops {
-            let step = |clock: Instant, ms: i64| {
-                if ms >= 0 {
-                    clock + Duration::from_millis(ms.unsigned_abs())
-                } else {
-                    clock
-                        .checked_sub(Duration::from_millis(ms.unsigned_abs()))
-                        .unwrap_or(t0)
-                        .max(t0)
-                }
-            };
-            match *op {
-                ThrottleOp::Acquire { step_ms } => {
-                    clock = step(clock, step_ms);
-                    checker.acquire(clock, t.acquire(clock))?;
-                }
-                ThrottleOp::CoolDown { step_ms, for_ms } => {
-                    clock = step(clock, step_ms);
-                    let until = clock + Duration::from_millis(for_ms);
-                    t.cool_down(until);
-                    checker.cool_down(until);
-                }
-            }
-        }
-
-        // A batch through the throttle (or unpaced, or a learning throttle).
-        let headers = if self.x_ratelimit {
-            RateLimitHeaders::default().with_x_ratelimit()
-        } else {
-            RateLimitHeaders::default()
-        };
+        let headers = rate_headers(self.x_ratelimit);
         let rng = SplitMix64::new(self.seed);
         let requests = self.requests.clone();
         let (policy, timeout) = (self.batch, self.timeout);
-        let learner = || RateThrottle::learning(self.limit.max(1) * 10).map_err(invalid);
         if self.learning {
-            let b = BatchMachine::new(policy, requests, rng, learner()?, t0, timeout)
-                .map_err(invalid)?
+            let b = BatchMachine::new(policy, requests, rng, learner(self.limit)?, t0, timeout)
+                .map_err(invalid_policy)?
                 .rate_limit_headers(headers);
             let c = BatchChecker::for_machine(&b);
-            budgeted(t0, b, c, self.bucket, self.settle, &self.script)?;
+            budgeted(t0, b, c, self.bucket, self.settle, &self.script)
         } else if self.throttled {
-            let b = BatchMachine::new(policy, requests, rng, throttle.clone(), t0, timeout)
-                .map_err(invalid)?
+            let throttle = throttle(self.limit, self.window, self.margin)?;
+            let b = BatchMachine::new(policy, requests, rng, throttle, t0, timeout)
+                .map_err(invalid_policy)?
                 .rate_limit_headers(headers);
             let c = BatchChecker::for_machine(&b).throttled(self.limit, self.window);
-            budgeted(t0, b, c, self.bucket, self.settle, &self.script)?;
+            budgeted(t0, b, c, self.bucket, self.settle, &self.script)
         } else {
             let b = BatchMachine::new(policy, requests, rng, Unpaced, t0, timeout)
-                .map_err(invalid)?
+                .map_err(invalid_policy)?
                 .rate_limit_headers(headers);
             let c = BatchChecker::for_machine(&b);
-            budgeted(t0, b, c, self.bucket, self.settle, &self.script)?;
+            budgeted(t0, b, c, self.bucket, self.settle, &self.script)
         }
+    }
+}
 
-        // One retry machine through the throttle.
-        let retry = policy.retry;
+/// `paced_retry`: a `Paced<RetryMachine>` (through a `RateThrottle`, or a
+/// learning throttle) over an event script, checked by [`Checker`] and,
+/// with a throttle of its own, at most `limit` sends per window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacedRetryCase {
+    /// Throttle limit.
+    pub limit: u32,
+    /// Throttle window.
+    pub window: Duration,
+    /// Throttle margin.
+    pub margin: Duration,
+    /// The retry policy.
+    pub policy: RetryPolicy,
+    /// Whether the machine goes through a *learning* throttle instead
+    /// (sized by `RateLimit-Policy`; no `rate` check).
+    pub learning: bool,
+    /// Whether `X-RateLimit-*` headers are read too.
+    pub x_ratelimit: bool,
+    /// The jitter seed.
+    pub seed: u64,
+    /// The budget.
+    pub timeout: Duration,
+    /// The script.
+    pub script: Vec<Input>,
+}
+
+impl Case for PacedRetryCase {
+    fn decode(data: &[u8]) -> PacedRetryCase {
+        let u = &mut Unstructured::new(data);
+        let (limit, window, margin) = throttle_shape(u);
+        let policy = retry_policy(u);
+        let learning = int(u, 0..=3) == 0;
+        let x_ratelimit = flag(u);
+        let seed = u.arbitrary().unwrap_or(0);
+        let timeout = timeout_paced(u);
+        // Batch-flavoured answers (a `pick` each, the seven transport kinds
+        // retried by default): the scripts `pace_script` had, whose
+        // regression inputs this target replays.
+        let script = script(u, Flavour::Batch);
+        PacedRetryCase {
+            limit,
+            window,
+            margin,
+            policy,
+            learning,
+            x_ratelimit,
+            seed,
+            timeout,
+            script,
+        }
+    }
+
+    #[inline]
+    fn check(&self) -> Result<(), Violation> {
+        let t0 = origin();
+        let headers = rate_headers(self.x_ratelimit);
+        let request = RequestInfo::new(RequestId(1), Method::Get);
         let m = RetryMachine::new(
-            retry,
-            RequestInfo::new(RequestId(1), Method::Get),
+            self.policy,
+            request,
             SplitMix64::new(self.seed),
             t0,
-            timeout,
+            self.timeout,
         )
-        .map_err(invalid)?;
-        let own = Checker::for_retry(&retry, m.request()).deadline(t0 + timeout);
+        .map_err(invalid_policy)?;
+        // The checker's deadline is the case's own `t0 + timeout`.
+        let own = Checker::for_retry(&self.policy, &request).deadline(t0 + self.timeout);
         if self.learning {
-            let checker = own;
-            let paced = Paced::new(m, learner()?, t0)
-                .retry_after_limits(retry.retry_after)
+            let paced = Paced::new(m, learner(self.limit)?, t0)
+                .retry_after_limits(self.policy.retry_after)
                 .rate_limit_headers(headers);
-            batch(t0, paced, checker, Settle::Hang, &self.paced)
+            batch(t0, paced, own, Settle::Hang, &self.script)
         } else {
             let checker = (own, SendRate::new(self.limit, self.window));
+            let throttle = throttle(self.limit, self.window, self.margin)?;
             let paced = Paced::new(m, throttle, t0)
-                .retry_after_limits(retry.retry_after)
+                .retry_after_limits(self.policy.retry_after)
                 .rate_limit_headers(headers);
-            batch(t0, paced, checker, Settle::Hang, &self.paced)
+            batch(t0, paced, checker, Settle::Hang, &self.script)
         }
     }
 }
@@ -1165,7 +1294,8 @@ impl SendRate {
         SendRate {
             limit: limit as usize,
             window,
-            sends: Vec::new(),
+            // At most `limit` live sends: sized once.
+            sends: Vec::with_capacity((limit as usize).min(4096)),
         }
     }
 }
@@ -1260,6 +1390,7 @@ impl Case for HeaderCase {
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), Violation> {
         let wall = UNIX_EPOCH + Duration::from_secs(self.wall_secs);
         let mut reading = Reading::new(self.date.as_deref(), wall);
@@ -1308,6 +1439,7 @@ impl Case for HeaderCase {
 }
 
 /// The year of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+#[inline]
 fn httpdate_year(imf: &[u8]) -> u32 {
     imf.get(12..16)
         .and_then(|y| std::str::from_utf8(y).ok())
@@ -1333,6 +1465,7 @@ struct Reading<'a> {
 }
 
 impl<'a> Reading<'a> {
+    #[inline]
     fn new(date: Option<&'a [u8]>, wall: SystemTime) -> Reading<'a> {
         let base = date
             .map(server_time::trim)
@@ -1351,6 +1484,7 @@ impl<'a> Reading<'a> {
 /// (the checkers' own digit scanner and HTTP-date reader, `server_time`,
 /// which shares no code with `polite_core::retry_after` nor uses `httpdate`).
 /// Returns what `RetryAfter::parse` made of the value.
+#[inline]
 fn check_retry_after(
     value: &[u8],
     reading: &mut Reading<'_>,

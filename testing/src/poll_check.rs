@@ -210,6 +210,11 @@ impl PollChecker {
     /// Sets what the next action must be, unless an earlier input since the
     /// last output already did; after an answer the machine may have ended
     /// on its own, so any later expectation is only "some stop".
+    // `#[inline]` here and on the other checking methods: they are then
+    // compiled into the `poll_script` fuzz target with its coverage
+    // counters (polite-testing itself is built without them for fuzzing;
+    // fuzz/README.md, "Speed").
+    #[inline]
     fn expect(&mut self, e: Expect) {
         if self.expect.is_none() {
             self.expect = Some(if self.answered { Expect::AnyStop } else { e });
@@ -229,6 +234,7 @@ impl PollChecker {
     /// c.input(t0, &Event::Cancel);
     /// assert_eq!(c.output(t0, &Action::SleepUntil(t0)).unwrap_err().rule, "cancel");
     /// ```
+    #[inline]
     pub fn input(&mut self, now: Instant, event: &Event<'_>) {
         let now = self.now.map_or(now, |n| n.max(now));
         self.now = Some(now);
@@ -279,6 +285,7 @@ impl PollChecker {
     }
 
     /// An answer to the poll in flight, before the deadline.
+    #[inline]
     fn response(&mut self, now: Instant, plan: SendPlan, r: &polite_core::Response<'_>) {
         if let (Some(mine), Some(now_gen)) = (self.generation, r.generation)
             && mine != now_gen
@@ -356,6 +363,7 @@ impl PollChecker {
         }
     }
 
+    #[inline]
     fn answer_arrived(&mut self, now: Instant) {
         if let Some(sent) = self.last_send_at {
             self.rtt = now.saturating_duration_since(sent);
@@ -384,6 +392,7 @@ impl PollChecker {
     ///                              Instant::now() + Duration::from_secs(30));
     /// assert_eq!(c.notice(Notice::LongPollUnsupported).unwrap_err().rule, "notice-once");
     /// ```
+    #[inline]
     pub fn notice(&mut self, notice: Notice) -> Result<(), Violation> {
         self.notices += 1;
         if !self.switched {
@@ -412,6 +421,7 @@ impl PollChecker {
     ///                       abort_at: deadline + Duration::from_secs(2), long_poll: Some(8) };
     /// assert_eq!(c.output(t0, &Action::Send(plan)).unwrap_err().rule, "wait-param");
     /// ```
+    #[inline]
     pub fn output(&mut self, now: Instant, action: &Action) -> Result<(), Violation> {
         let now = self.now.map_or(now, |n| n.max(now));
         self.now = Some(now);
@@ -478,6 +488,7 @@ impl PollChecker {
     /// A stop right after a proper answer at `at` (no other reason to stop
     /// came since): only `TimedOut`, and only when no poll can be answered
     /// in time any more.
+    #[inline]
     fn gave_up(&self, at: Instant, o: Outcome) -> Result<(), Violation> {
         if !matches!(o, Outcome::TimedOut { .. }) {
             return violation(
@@ -508,6 +519,7 @@ impl PollChecker {
         }
     }
 
+    #[inline]
     fn send(&mut self, now: Instant, plan: SendPlan) -> Result<(), Violation> {
         let cushion = self.policy.retry.transport_cushion;
         if self.deadline.checked_add(cushion) != Some(plan.abort_at) {

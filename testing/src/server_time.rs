@@ -17,6 +17,10 @@
 use std::time::{Duration, Instant, SystemTime};
 
 /// Surrounding whitespace, as HTTP field values are trimmed.
+// `#[inline]` on this reader: the `retry_after` fuzz target compiles it in
+// with its coverage counters (polite-testing itself is built without them
+// for fuzzing; fuzz/README.md, "Speed").
+#[inline]
 pub(crate) fn trim(mut v: &[u8]) -> &[u8] {
     let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'\x0c');
     while let [first, rest @ ..] = v
@@ -33,6 +37,7 @@ pub(crate) fn trim(mut v: &[u8]) -> &[u8] {
 }
 
 /// delta-seconds by hand: every byte a digit, saturating at `u64::MAX`.
+#[inline]
 pub(crate) fn delta_seconds(v: &[u8]) -> Option<u64> {
     if v.is_empty() {
         return None;
@@ -61,6 +66,7 @@ pub(crate) fn delta_seconds(v: &[u8]) -> Option<u64> {
 /// year is `1970..=9999` (what SPEC's named parser represents), and a
 /// seconds field of `60` (a leap second) is simply second 60 of the minute:
 /// one second after second 59.
+#[inline]
 pub(crate) fn http_date(v: &[u8]) -> Option<SystemTime> {
     // Names matched as byte arrays (compiled to byte compares: a lookup
     // through a table of slices called `bcmp` per candidate, which the
@@ -186,6 +192,7 @@ pub(crate) fn http_date(v: &[u8]) -> Option<SystemTime> {
 }
 
 /// A field of ASCII digits (at most four here), as a number.
+#[inline]
 fn number(w: &[u8]) -> Option<u64> {
     if w.is_empty() || w.len() > 4 {
         return None;
@@ -194,6 +201,7 @@ fn number(w: &[u8]) -> Option<u64> {
 }
 
 /// Exactly three pieces around `sep`.
+#[inline]
 fn split3(w: &[u8], sep: u8) -> Option<[&[u8]; 3]> {
     let mut it = w.split(|b| *b == sep);
     let out = [it.next()?, it.next()?, it.next()?];
@@ -202,6 +210,7 @@ fn split3(w: &[u8], sep: u8) -> Option<[&[u8]; 3]> {
 
 /// What a raw `Retry-After` value asks, as a delay from the answer's
 /// arrival: `None` when the value is invalid.
+#[inline]
 pub(crate) fn asked(value: &[u8], date: Option<&[u8]>, wall: SystemTime) -> Option<Duration> {
     let v = trim(value);
     if let Some(secs) = delta_seconds(v) {

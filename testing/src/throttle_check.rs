@@ -49,6 +49,10 @@ pub struct ThrottleChecker {
     granted: u64,
 }
 
+/// The most grant or send instants a checker sizes its windows for at
+/// construction (a `RateThrottle` limit above this grows them, amortised).
+pub(crate) const PRESIZE: usize = 4096;
+
 impl ThrottleChecker {
     /// A checker for a throttle of `limit` per `window` with this margin.
     ///
@@ -64,7 +68,10 @@ impl ThrottleChecker {
             limit: limit as usize,
             window,
             margin,
-            grants: VecDeque::new(),
+            // Never more than `limit` live grants (a full window refuses):
+            // sized once, no allocation per call (up to a 4096 limit; a
+            // larger one grows a few times, amortised).
+            grants: VecDeque::with_capacity((limit as usize).min(PRESIZE)),
             latest: None,
             cool: None,
             granted: 0,

@@ -138,6 +138,7 @@ impl Case for KeyedCase {
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), Violation> {
         let invalid = |e: polite_core::policy::PolicyError| Violation {
             rule: "valid-policy",
