@@ -70,6 +70,15 @@ fn main() -> ExitCode {
             let (Some(variant), Some(n)) = (args.get(1), arg::<usize>(&args, 2)) else {
                 return usage();
             };
+            let variants = polite_bench::instructions::VARIANTS;
+            if !variants.iter().any(|(v, _, _)| v == variant) {
+                let names: Vec<&str> = variants.iter().map(|(v, _, _)| *v).collect();
+                eprintln!(
+                    "usage: polite-bench calls <variant> <n>\n  variants: {}",
+                    names.join(" ")
+                );
+                return ExitCode::from(2);
+            }
             let ok = polite_bench::instructions::calls(variant, n);
             if ok == n {
                 ExitCode::SUCCESS

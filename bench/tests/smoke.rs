@@ -44,3 +44,21 @@ fn an_unknown_suite_is_a_usage_error() {
         .expect("run polite-bench");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn the_calls_helper_refuses_what_it_does_not_know_without_panicking() {
+    for args in [
+        &["calls", "nonsense", "1"][..],
+        &["calls", "reqwest", "x"],
+        &["calls"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_polite-bench"))
+            .args(args)
+            .output()
+            .expect("run polite-bench");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("usage"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
