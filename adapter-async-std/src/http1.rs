@@ -420,6 +420,13 @@ impl Transport for Http1Transport {
             },
         ))
     }
+
+    /// No timer of its own: polite's drive loop ends the attempt at
+    /// `abort_at`.
+    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
+        let this = self.clone();
+        Box::pin(async move { this.attempt(request).await })
+    }
 }
 
 /// Where a request goes.

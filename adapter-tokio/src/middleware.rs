@@ -368,6 +368,19 @@ impl<'a> Transport for NextTransport<'a> {
     type Sending = Sending<'a>;
 
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Sending<'a> {
+        self.start(request, Some(abort_at))
+    }
+
+    /// No timer of its own: polite's drive loop ends the attempt at
+    /// `abort_at`.
+    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> Sending<'a> {
+        self.start(request, None)
+    }
+}
+
+impl<'a> NextTransport<'a> {
+    /// One attempt, aborted at `abort_at` by a timer of its own when given.
+    fn start(&self, request: http::Request<Bytes>, abort_at: Option<Instant>) -> Sending<'a> {
         let once = self
             .once
             .lock()
@@ -397,7 +410,6 @@ impl<'a> Transport for NextTransport<'a> {
         let (read_whole, max_body) = (self.read_whole, self.max_body);
         Box::pin(async move {
             let request = request?;
-            let at = tokio::time::Instant::from_std(abort_at);
             let attempt = async {
                 let mut extensions = extensions.lock().await;
                 let response = next
@@ -406,6 +418,10 @@ impl<'a> Transport for NextTransport<'a> {
                     .map_err(middleware_error)?;
                 answer(response, read_whole, max_body).await
             };
+            let Some(abort_at) = abort_at else {
+                return attempt.await;
+            };
+            let at = tokio::time::Instant::from_std(abort_at);
             match tokio::time::timeout_at(at, attempt).await {
                 Ok(r) => r,
                 Err(_) => Err(TransportErrorKind::Aborted.into()),

@@ -285,6 +285,12 @@ impl Transport for ReqwestTransport {
             }
         })
     }
+
+    /// No timer of its own: polite's drive loop ends the attempt at
+    /// `abort_at`.
+    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
+        Box::pin(attempt(self.client.clone(), request, self.max_body))
+    }
 }
 
 #[cfg(test)]

@@ -334,7 +334,8 @@ where
             };
             match this.chain.next(&response) {
                 Some(Next::Follow(next)) => {
-                    this.state = State::Flying(this.transport.send(*next, this.abort_at));
+                    this.state =
+                        State::Flying(this.transport.send_supervised(*next, this.abort_at));
                 }
                 Some(Next::Fail(e)) => return this.fail(e),
                 Some(Next::Done) | None => {
@@ -404,7 +405,7 @@ where
             Some(lasting) if plan.long_poll.is_none() => Hops::Later(lasting, self.redirects),
             _ => Hops::start(&request, self.redirects),
         };
-        sending.state = State::Flying(self.transport.send(request, plan.abort_at));
+        sending.state = State::Flying(self.transport.send_supervised(request, plan.abort_at));
         sending
     }
 

@@ -584,6 +584,33 @@ where
     type Sending = BoxSending;
 
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
+        self.start(request, Some(abort_at))
+    }
+
+    /// No timer of its own: polite's drive loop ends the attempt at
+    /// `abort_at`.
+    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
+        self.start(request, None)
+    }
+}
+
+impl<S, B, R, RB> Via<S, B, R>
+where
+    R: Runtime,
+    R::Clock: Send + 'static,
+    S: Service<http::Request<PoliteBody<B>>, Response = http::Response<RB>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    /// One attempt, aborted at `abort_at` by a timer of its own when given.
+    fn start(&self, request: http::Request<Bytes>, abort_at: Option<Instant>) -> BoxSending {
         let (service, body) = {
             let mut state = self.lock();
             let body = match state.once.take() {
@@ -610,9 +637,12 @@ where
         let request = http::Request::from_parts(parts, body);
         let max_body = self.max_body;
         let read_whole = self.read_whole;
+        let attempt = attempt(service, request, max_body, read_whole);
+        let Some(abort_at) = abort_at else {
+            return Box::pin(attempt);
+        };
         Box::pin(async move {
             let mut clock = R::clock();
-            let attempt = attempt(service, request, max_body, read_whole);
             let mut attempt = std::pin::pin!(attempt);
             poll_fn(|cx| {
                 if let Poll::Ready(r) = attempt.as_mut().poll(cx) {

@@ -52,6 +52,22 @@ pub trait Transport {
     type Sending: Future<Output = Result<http::Response<Bytes>, TransportError>>;
     /// Starts an attempt that must be over by `abort_at`.
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending;
+    /// Starts an attempt for polite's drive loop, which drops the future
+    /// at `abort_at` if it has not ended by then (and reports
+    /// [`TransportErrorKind::Aborted`] itself): a transport may leave out
+    /// its own timer for `abort_at` here, one timer fewer per attempt. By
+    /// default, [`send`](Transport::send).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use polite_client::{NoTransport, Transport};
+    /// use std::time::Instant;
+    /// let sent = NoTransport.send_supervised(http::Request::new(Bytes::new()), Instant::now());
+    /// assert!(sent.into_inner().is_err()); // the same as `send`
+    /// ```
+    fn send_supervised(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending {
+        self.send(request, abort_at)
+    }
 }
 
 /// The transport of a client that is only ever called through

@@ -16,13 +16,13 @@
 //! 3. feed it back with the adapter's clock, forward the attempt records, and
 //!    go to 1. On `Stop`, sends still in flight are dropped (aborted).
 
-use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use crate::input::{Event, JobReport, Response, RetryClass, SendId, TransportErrorKind};
+use crate::item_map::ItemMap;
 use crate::machine::Machine;
 use crate::outcome::Outcome;
 use crate::output::{Action, Notice, SendPlan};
@@ -167,9 +167,11 @@ impl<F: FnMut(&AttemptRecord)> Observe for Records<F> {
 /// Contract:
 /// * `now` is monotonic;
 /// * `send` starts the attempt described by the plan (an adapter keeps the
-///   request itself; the plan says which item and whether to long-poll) and
-///   its future resolves by `plan.abort_at` at the latest, with
-///   `TransportErrorKind::Aborted` if it had to abort;
+///   request itself; the plan says which item and whether to long-poll).
+///   The drive loop ends it at `plan.abort_at` if it has not resolved by
+///   then: it drops the future and feeds
+///   `TransportErrorKind::Aborted`, so the future needs no timer of its own
+///   for `abort_at` (one that resolves `Aborted` by itself is fine too);
 /// * `poll_sleep` is ready once `now() >= until` and otherwise arranges a
 ///   wake-up at `until` (the instant may change between calls);
 /// * `poll_cancel` is ready once the caller has cancelled (and stays ready),
@@ -262,6 +264,9 @@ pub struct Finished<A> {
     pub sends: u32,
 }
 
+/// A send in flight: its id, its `abort_at`, its future.
+type Flying<S> = (SendId, Instant, Pin<Box<S>>);
+
 enum Woke<A> {
     Cancel,
     Tick,
@@ -332,9 +337,13 @@ where
     C: Classify<I::Answer> + ?Sized,
     O: Observe + ?Sized,
 {
-    let mut flying: Vec<(SendId, Pin<Box<I::Sending>>)> = Vec::new();
-    // The last answer of every item not yet handed out.
-    let mut answers: HashMap<u32, I::Answer> = HashMap::new();
+    // The sends in flight, each with its `abort_at`.
+    let mut flying: Vec<Flying<I::Sending>> = Vec::new();
+    // The last answer of every item not yet handed out (the newest one is
+    // `fresh` until the items that ended have been handed out: most answers
+    // end their item and go straight to the `Io`, never into the map).
+    let mut answers: ItemMap<u32, I::Answer> = ItemMap::default();
+    let mut fresh: Option<(u32, I::Answer)> = None;
     let mut sends = 0u32;
     let mut closed = false;
     loop {
@@ -364,7 +373,7 @@ where
                         continue;
                     }
                     sends += 1;
-                    flying.push((plan.id, Box::pin(io.send(&plan))));
+                    flying.push((plan.id, plan.abort_at, Box::pin(io.send(&plan))));
                 }
                 // Deciding may have made room for items (a keyed batch's
                 // items held back by their key's pace do not count as
@@ -373,7 +382,7 @@ where
                 Action::SleepUntil(_) if !closed && !later && machine.wants_items() > 0 => {}
                 Action::SleepUntil(t) => break t,
                 Action::Stop(outcome) => {
-                    hand_out(machine, io, &mut answers);
+                    hand_out(machine, io, &mut answers, &mut None);
                     let mut kept = Vec::new();
                     for (item, answer) in answers {
                         let slot = item as usize;
@@ -395,7 +404,7 @@ where
             if io.poll_cancel(cx).is_ready() {
                 return Poll::Ready(Woke::Cancel);
             }
-            for (i, (_, f)) in flying.iter_mut().enumerate() {
+            for (i, (_, _, f)) in flying.iter_mut().enumerate() {
                 if let Poll::Ready(r) = f.as_mut().poll(cx) {
                     return Poll::Ready(Woke::Answer(i, r));
                 }
@@ -409,7 +418,20 @@ where
                 // sooner than the caller's next poll can see).
                 return Poll::Pending;
             }
-            if io.poll_sleep(cx, wake_at).is_ready() {
+            // The first of the machine's instant and the sends' `abort_at`
+            // (a machine wakes by its deadline, before any `abort_at`: this
+            // holds the contract for any machine).
+            let until = flying
+                .iter()
+                .map(|&(_, abort_at, _)| abort_at)
+                .fold(wake_at, Instant::min);
+            if io.poll_sleep(cx, until).is_ready() {
+                // A send past its `abort_at` ends first, as it would have
+                // ended by itself had its future kept a timer.
+                let now = io.now();
+                if let Some(i) = flying.iter().position(|&(_, at, _)| at <= now) {
+                    return Poll::Ready(Woke::Answer(i, Err(TransportErrorKind::Aborted)));
+                }
                 return Poll::Ready(Woke::Tick);
             }
             Poll::Pending
@@ -423,7 +445,7 @@ where
             // Back to the top: the items come in before the next action.
             Woke::Pull => {}
             Woke::Answer(i, result) => {
-                let (id, _) = flying.swap_remove(i);
+                let (id, _, _) = flying.swap_remove(i);
                 match result {
                     Ok(answer) => {
                         let mut r = Response::new(id, answer.status(), io.wall_clock());
@@ -432,7 +454,7 @@ where
                         r.retry_class = classify.retry_class(&answer);
                         r.job = classify.job(&answer);
                         machine.handle(now, Event::Response(r));
-                        answers.insert(id.item, answer);
+                        fresh = Some((id.item, answer));
                     }
                     Err(kind) => machine.handle(now, Event::TransportError(id, kind)),
                 }
@@ -444,19 +466,35 @@ where
         while let Some(notice) = machine.take_notice() {
             observe.notice(notice);
         }
-        hand_out(machine, io, &mut answers);
+        hand_out(machine, io, &mut answers, &mut fresh);
+        if let Some((item, answer)) = fresh.take() {
+            answers.insert(item, answer);
+        }
     }
 }
 
-/// Hands every item that ended to the `Io` with its last answer, keeping
-/// the answers the `Io` gives back.
-fn hand_out<M, I>(machine: &mut M, io: &mut I, answers: &mut HashMap<u32, I::Answer>)
-where
+/// Hands every item that ended to the `Io` with its last answer (`fresh`,
+/// the answer just received, when it is that item's), keeping the answers
+/// the `Io` gives back.
+fn hand_out<M, I>(
+    machine: &mut M,
+    io: &mut I,
+    answers: &mut ItemMap<u32, I::Answer>,
+    fresh: &mut Option<(u32, I::Answer)>,
+) where
     M: Machine + ?Sized,
     I: Io,
 {
     while let Some((item, outcome)) = machine.take_ended() {
-        let answer = answers.remove(&item);
+        let older = if answers.is_empty() {
+            None
+        } else {
+            answers.remove(&item)
+        };
+        let answer = match fresh {
+            Some((i, _)) if *i == item => fresh.take().map(|(_, a)| a),
+            _ => older,
+        };
         if let Some(kept) = io.ended(item, outcome, answer) {
             answers.insert(item, kept);
         }

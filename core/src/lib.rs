@@ -241,6 +241,7 @@ pub mod budget;
 mod decide;
 pub mod drive;
 mod input;
+pub mod item_map;
 mod machine;
 mod outcome;
 mod output;

@@ -28,9 +28,11 @@ pub struct SendPlan {
     pub id: SendId,
     /// The logical request.
     pub request: RequestId,
-    /// The adapter must abort the attempt at this instant (deadline +
-    /// transport cushion) and report
-    /// [`TransportErrorKind::Aborted`](crate::TransportErrorKind::Aborted) if it still has the machine's ear.
+    /// The attempt ends at this instant (deadline + transport cushion) if
+    /// it has not ended before, reported as
+    /// [`TransportErrorKind::Aborted`](crate::TransportErrorKind::Aborted):
+    /// the [drive loop](crate::drive::drive) does this itself; code that
+    /// drives a machine by hand must abort the attempt then.
     pub abort_at: Instant,
     /// For long polls: ask the server to hold the request this many seconds.
     pub long_poll: Option<u32>,

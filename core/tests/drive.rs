@@ -207,3 +207,150 @@ fn a_final_answer_is_handed_back() {
     assert_eq!(done.outcome, Outcome::NotRetryable { status: 404 });
     assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(404));
 }
+
+/// A machine that sends once, then sleeps far past the send's `abort_at`
+/// (no polite machine does: each wakes by its deadline, before any
+/// `abort_at`), and stops at the first event after that.
+struct SleepsPastAbort {
+    t0: Instant,
+    sent: bool,
+    events: Vec<(Duration, String)>,
+    stop: Option<Outcome>,
+}
+
+impl polite_core::Machine for SleepsPastAbort {
+    fn handle(&mut self, now: Instant, event: polite_core::Event<'_>) {
+        self.events.push((now - self.t0, format!("{event:?}")));
+        self.stop = Some(Outcome::TimedOut { needed: None });
+    }
+    fn poll_action(&mut self) -> polite_core::Action {
+        if let Some(o) = self.stop {
+            return polite_core::Action::Stop(o);
+        }
+        if !self.sent {
+            self.sent = true;
+            return polite_core::Action::Send(SendPlan {
+                id: polite_core::SendId {
+                    item: 0,
+                    attempt: 0,
+                },
+                request: RequestId(1),
+                abort_at: self.t0 + Duration::from_secs(5),
+                long_poll: None,
+            });
+        }
+        polite_core::Action::SleepUntil(self.t0 + Duration::from_secs(60))
+    }
+    fn take_record(&mut self) -> Option<polite_core::record::AttemptRecord> {
+        None
+    }
+}
+
+/// A send that never ends by itself; counts its drops.
+struct Hang(std::rc::Rc<Cell<u32>>);
+
+impl std::future::Future for Hang {
+    type Output = Result<Ans, TransportErrorKind>;
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Pending
+    }
+}
+
+impl Drop for Hang {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+/// An `Io` whose sends hang and keep no timer; sleeping jumps the clock.
+struct Hanging {
+    now: Cell<Instant>,
+    dropped: std::rc::Rc<Cell<u32>>,
+    sleeps_until: Vec<Instant>,
+}
+
+impl Io for Hanging {
+    type Answer = Ans;
+    type Sending = Hang;
+    fn now(&self) -> Instant {
+        self.now.get()
+    }
+    fn wall_clock(&self) -> SystemTime {
+        UNIX_EPOCH
+    }
+    fn send(&mut self, _: &SendPlan) -> Hang {
+        Hang(self.dropped.clone())
+    }
+    fn poll_sleep(&mut self, _: &mut Context<'_>, until: Instant) -> Poll<()> {
+        self.sleeps_until.push(until);
+        self.now.set(self.now.get().max(until));
+        Poll::Ready(())
+    }
+    fn poll_cancel(&mut self, _: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+    fn is_cancelled(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn the_drive_loop_ends_a_send_at_its_abort_at_when_the_future_keeps_no_timer() {
+    let t0 = origin();
+    let mut m = SleepsPastAbort {
+        t0,
+        sent: false,
+        events: Vec::new(),
+        stop: None,
+    };
+    let dropped = std::rc::Rc::new(Cell::new(0));
+    let mut io = Hanging {
+        now: Cell::new(t0),
+        dropped: dropped.clone(),
+        sleeps_until: Vec::new(),
+    };
+    let done = polite_testing::block_on(drive::drive(
+        &mut m,
+        &mut io,
+        &mut NoJobs,
+        &mut drive::records(|_| {}),
+    ));
+    // The loop slept until the send's abort_at (5 s), not the machine's
+    // 60 s, and fed the machine the abort then.
+    assert_eq!(io.sleeps_until, vec![t0 + Duration::from_secs(5)]);
+    assert_eq!(m.events.len(), 1, "{:?}", m.events);
+    assert_eq!(m.events[0].0, Duration::from_secs(5));
+    assert!(
+        m.events[0].1.contains("TransportError") && m.events[0].1.contains("Aborted"),
+        "{:?}",
+        m.events
+    );
+    // The attempt's future was dropped, once.
+    assert_eq!(dropped.get(), 1);
+    assert_eq!(done.sends, 1);
+    assert_eq!(done.outcome, Outcome::TimedOut { needed: None });
+}
+
+#[test]
+fn a_retry_machine_ends_at_its_deadline_before_the_drive_loop_would_abort() {
+    // The machine wakes at its deadline (30 s), before `abort_at` (32 s):
+    // the send is dropped there and the outcome is TimedOut, as before the
+    // drive loop kept `abort_at` itself.
+    let t0 = origin();
+    let mut m = machine(t0);
+    let dropped = std::rc::Rc::new(Cell::new(0));
+    let mut io = Hanging {
+        now: Cell::new(t0),
+        dropped: dropped.clone(),
+        sleeps_until: Vec::new(),
+    };
+    let done = polite_testing::block_on(drive::drive(
+        &mut m,
+        &mut io,
+        &mut NoJobs,
+        &mut drive::records(|_| {}),
+    ));
+    assert_eq!(io.sleeps_until, vec![t0 + Duration::from_secs(30)]);
+    assert_eq!(done.outcome, Outcome::TimedOut { needed: None });
+    assert_eq!((done.sends, dropped.get()), (1, 1));
+}
