@@ -757,23 +757,32 @@ impl BatchChecker {
         let mut starved_free = None;
         for (k, now) in items.iter().enumerate() {
             let seen = self.outcomes[k];
-            if seen.is_some() && seen != *now {
-                return violation(
-                    "outcome-changed",
-                    format!("item {k}: {seen:?} then {now:?}"),
-                );
+            if let Some(seen) = seen {
+                // Set before: it must not change (and stays as it is; the
+                // rules on the outcome itself are checked below again).
+                if Some(seen) != *now {
+                    return violation(
+                        "outcome-changed",
+                        format!("item {k}: {:?} then {now:?}", Some(seen)),
+                    );
+                }
+            } else if now.is_none() {
+                // Still running: every rule below is about an outcome.
+                // (Called after every step, this is most items most of
+                // the time.)
+                continue;
+            } else {
+                if self.keyed
+                    && starved_free.is_none()
+                    && matches!(now, Some(Outcome::Starved { .. }))
+                    && self
+                        .now
+                        .is_some_and(|at| self.plainly_free(self.items[k].slot, at))
+                {
+                    starved_free = Some(k);
+                }
+                self.outcomes[k] = *now;
             }
-            if self.keyed
-                && starved_free.is_none()
-                && seen.is_none()
-                && matches!(now, Some(Outcome::Starved { .. }))
-                && self
-                    .now
-                    .is_some_and(|at| self.plainly_free(self.items[k].slot, at))
-            {
-                starved_free = Some(k);
-            }
-            self.outcomes[k] = *now;
             if let Some(Outcome::Starved { until, .. }) = now
                 && *until < self.deadline
             {

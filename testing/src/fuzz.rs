@@ -28,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arbitrary::Unstructured;
 
+mod batch_run;
 mod keyed;
 pub use keyed::{KeyedBudget, KeyedCase};
 
@@ -156,14 +157,38 @@ pub trait Case: Sized + std::fmt::Debug {
     ///
     /// The first [`Violation`].
     fn check(&self) -> Result<(), Violation>;
+    /// Drops the case once checked. By default where [`Target::check`] is
+    /// compiled (for fuzzing, in the fuzz target, with coverage counters);
+    /// a case whose drop is long (a script of inputs, each with its own
+    /// allocations) drops itself in this crate instead, out of line, so
+    /// that its drop glue counts no counters per execution (fuzz/README.md,
+    /// "Speed").
+    ///
+    /// ```
+    /// use polite_testing::fuzz::{Case, KeyedCase};
+    /// let case = KeyedCase::decode(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    /// assert!(case.check().is_ok());
+    /// case.dispose();
+    /// ```
+    #[inline]
+    fn dispose(self) {
+        drop(self);
+    }
 }
 
+#[inline]
 fn run<C: Case>(data: &[u8]) -> Result<(), Failure> {
     let case = C::decode(data);
-    case.check().map_err(|violation| Failure {
-        case: format!("{case:?}"),
-        violation,
-    })
+    match case.check() {
+        Ok(()) => {
+            case.dispose();
+            Ok(())
+        }
+        Err(violation) => Err(Failure {
+            case: format!("{case:?}"),
+            violation,
+        }),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1167,6 +1192,12 @@ impl Case for PaceBatchCase {
             budgeted(t0, b, c, self.bucket, self.settle, &self.script)
         }
     }
+
+    /// Out of line, here (see [`Case::dispose`]).
+    #[inline(never)]
+    fn dispose(self) {
+        drop(self);
+    }
 }
 
 /// `paced_retry`: a `Paced<RetryMachine>` (through a `RateThrottle`, or a
@@ -1253,6 +1284,10 @@ impl Case for PacedRetryCase {
 }
 
 /// Runs a batch with the shared retry budget, if any.
+/// `pace_batch`'s run: the machine (created at `t0`, [`origin()`]) with or
+/// without its budget, through `batch_run::play` (the runner compiled once
+/// in this crate, the machine's code in the fuzz target: see there).
+#[inline]
 fn budgeted<P: polite_core::Pace>(
     t0: Instant,
     b: BatchMachine<SplitMix64, P>,
@@ -1261,11 +1296,12 @@ fn budgeted<P: polite_core::Pace>(
     settle: Settle,
     script: &[Input],
 ) -> Result<(), Violation> {
+    debug_assert_eq!(t0, origin());
     match bucket {
-        None => batch(t0, b, c, settle, script),
+        None => batch_run::play(&mut { b }, c, settle, script),
         Some((capacity, tokens)) => {
             let bucket = RetryBucket::new(capacity, RetryCosts::default()).with_tokens(tokens);
-            batch(t0, b.with_budget(bucket), c, settle, script)
+            batch_run::play(&mut b.with_budget(bucket), c, settle, script)
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use arbitrary::Unstructured;
 
 use super::{Case, Flavour, U, int, pick, script, settle};
-use crate::script::{Input, ScriptRunner, Settle};
+use crate::script::{Input, Settle};
 use crate::{BatchChecker, Violation, origin};
 use polite_core::budget::{RetryBucket, RetryCosts};
 use polite_core::policy::{Jitter, MaxRetries};
@@ -174,18 +174,23 @@ impl Case for KeyedCase {
             }
         }
     }
+
+    /// Out of line, here (see [`Case::dispose`]).
+    #[inline(never)]
+    fn dispose(self) {
+        drop(self);
+    }
 }
 
 impl KeyedCase {
+    /// The machine is built here, in the fuzz target (its code keeps its
+    /// coverage counters); the runner is `batch_run::play`'s.
+    #[inline]
     fn play<B: BudgetSet>(
         &self,
-        b: BatchMachine<SplitMix64, Vec<RateThrottle>, B>,
+        mut b: BatchMachine<SplitMix64, Vec<RateThrottle>, B>,
         c: BatchChecker,
     ) -> Result<(), Violation> {
-        let mut run = ScriptRunner::new(origin(), b, c)
-            .settle(self.settle)
-            .recording(false);
-        run.play(&self.script)?;
-        run.finish().map(drop)
+        super::batch_run::play(&mut b, c, self.settle, &self.script)
     }
 }
