@@ -73,8 +73,8 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
 
     /// Items never started whose key's pace is not known to refuse now:
     /// those waiting to start (a streaming batch pulls no more than there
-    /// is room to send), counted up to `cap` (the scan stops there).
-    pub(super) fn waiting_keyed(&self, cap: u32) -> u32 {
+    /// is room to send).
+    pub(super) fn waiting_keyed(&self) -> u32 {
         let now = self.now;
         (self.fresh.max(self.base)..self.len32())
             .filter(|&k| {
@@ -86,7 +86,6 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                         .iter()
                         .any(|e| e.slot == it.slot && e.until > now)
             })
-            .take(cap as usize)
             .count() as u32
     }
 

@@ -947,20 +947,17 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> Machine for BatchMachine<R, P, B> {
         }
         let held = self.items.len() as u32;
         let window = self.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
-        let room = window.saturating_sub(held);
-        if room == 0 {
-            return 0;
-        }
         // Pull only what could start now: no more waiting to start than
         // there is room to send (in a keyed batch, items whose key's pace
         // refuses do not count: they must not hold back the other keys).
-        let concurrency = self.policy.concurrency;
         let waiting = if self.single {
             self.len32() - self.fresh
         } else {
-            self.waiting_keyed(concurrency)
+            self.waiting_keyed()
         };
-        room.min(concurrency.saturating_sub(waiting))
+        window
+            .saturating_sub(held)
+            .min(self.policy.concurrency.saturating_sub(waiting))
     }
     fn push_item(&mut self, request: RequestInfo) {
         if !self.streaming || self.closed || self.len32() == u32::MAX {
