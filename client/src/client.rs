@@ -524,22 +524,27 @@ where
     /// client's shared pace, driven by the one drive loop over this call's
     /// `Io`, records and notices to `tracing` and the observer. Returns the
     /// outcome and the last answer.
+    ///
+    /// Not an `async fn`: the machine is wrapped in its pace here, before
+    /// the future exists, so that the future holds the paced machine only
+    /// (an `async fn` keeps its by-value arguments beside its locals: the
+    /// bare machine would be held twice for the whole call).
     #[allow(clippy::too_many_arguments)]
-    async fn drive_one<U, M, C, J>(
-        &self,
-        transport: &U,
+    fn drive_one<'a, U, M, C, J>(
+        &'a self,
+        transport: &'a U,
         machine: M,
-        request: &http::Request<Bytes>,
-        call: &Started,
+        request: &'a http::Request<Bytes>,
+        call: &'a Started,
         clock: R::Clock,
         cancel: C,
-        classify: &mut J,
-    ) -> Ended
+        classify: &'a mut J,
+    ) -> impl Future<Output = Ended> + 'a
     where
         U: Transport,
         U::Sending: Unpin,
-        M: polite_core::Machine,
-        C: Cancel,
+        M: polite_core::Machine + 'a,
+        C: Cancel + 'a,
         J: Classify<HttpAnswer> + ?Sized,
     {
         let config = &self.shared.config;
@@ -563,27 +568,29 @@ where
             client: config.classify.as_ref(),
             call: classify,
         };
-        let done = drive::drive(
-            &mut machine,
-            &mut io,
-            &mut classify,
-            &mut self.observer(&meter),
-        )
-        .instrument(span.clone())
-        .await;
-        let end = drive::Io::now(&io);
-        meter.ended(0, &done.outcome, || end);
-        meter.finish(end);
-        let last = done.answers.into_iter().next().flatten().map(|a| a.0);
-        let attempts = io.sends(0);
-        let status = last.as_ref().map(|r| r.status().as_u16());
-        trace::end_span(&span, status, attempts, trace::error_type(&done.outcome));
-        Ended {
-            outcome: done.outcome,
-            last,
-            error: io.take_error(0),
-            attempts,
-            elapsed: end.saturating_duration_since(now),
+        async move {
+            let done = drive::drive(
+                &mut machine,
+                &mut io,
+                &mut classify,
+                &mut self.observer(&meter),
+            )
+            .instrument(span.clone())
+            .await;
+            let end = drive::Io::now(&io);
+            meter.ended(0, &done.outcome, || end);
+            meter.finish(end);
+            let last = done.answers.into_iter().next().flatten().map(|a| a.0);
+            let attempts = io.sends(0);
+            let status = last.as_ref().map(|r| r.status().as_u16());
+            trace::end_span(&span, status, attempts, trace::error_type(&done.outcome));
+            Ended {
+                outcome: done.outcome,
+                last,
+                error: io.take_error(0),
+                attempts,
+                elapsed: end.saturating_duration_since(now),
+            }
         }
     }
 

@@ -343,7 +343,6 @@ where
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
     let mut answers: ItemMap<u32, I::Answer> = ItemMap::default();
-    let mut fresh: Option<(u32, I::Answer)> = None;
     let mut sends = 0u32;
     let mut closed = false;
     loop {
@@ -437,8 +436,10 @@ where
             Poll::Pending
         })
         .await;
-        // 3. Feed it back.
+        // 3. Feed it back. (`fresh` is declared here, after the wait, so
+        // that the future does not keep a slot for it across the wait.)
         let now = io.now();
+        let mut fresh: Option<(u32, I::Answer)> = None;
         match woke {
             Woke::Cancel => machine.handle(now, Event::Cancel),
             Woke::Tick => machine.handle(now, Event::Tick),
