@@ -23,10 +23,18 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 /// What the current `block_on` poll collects: its waker, and the earliest
-/// instant a timer asked to be woken at.
+/// instant a timer asked to be woken at; and what it tells an attempt that
+/// may run on this thread (see [`inline_bound`]).
 struct Slot {
     waker: Waker,
     wake_at: Option<Instant>,
+    /// This `block_on` runs a sequential call ([`block_on_sequential`]).
+    #[cfg_attr(not(feature = "ureq"), allow(dead_code))]
+    sequential: bool,
+    /// The earliest instant the previous poll of this `block_on` asked to
+    /// be woken at.
+    #[cfg_attr(not(feature = "ureq"), allow(dead_code))]
+    before: Option<Instant>,
 }
 
 thread_local! {
@@ -82,17 +90,34 @@ impl Drop for Restore {
 /// assert_eq!(block_on(async { 40 + 2 }), 42);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    run(future, false)
+}
+
+/// [`block_on`] for a call that cannot be cancelled and keeps at most one
+/// attempt in flight at a time
+/// ([`Runtime::call_sequential`](polite_client::Runtime::call_sequential)):
+/// an attempt of the [default `UreqTransport`](crate::UreqTransport) may
+/// then run on this thread (see [`inline_bound`]).
+pub(crate) fn block_on_sequential<F: Future>(future: F) -> F::Output {
+    run(future, true)
+}
+
+fn run<F: Future>(future: F, sequential: bool) -> F::Output {
     let waker = WAKER.with(Waker::clone);
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
+    let mut before = None;
     loop {
         let mine = Slot {
             waker: waker.clone(),
             wake_at: None,
+            sequential,
+            before,
         };
         let restore = Restore(SLOT.with(|s| s.borrow_mut().replace(mine)));
         let polled = future.as_mut().poll(&mut cx);
         let wanted = SLOT.with(|s| s.borrow_mut().take()).and_then(|s| s.wake_at);
+        before = wanted;
         let nested = restore.0.is_some();
         drop(restore);
         if let Poll::Ready(out) = polled {
@@ -113,6 +138,31 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
             None => std::thread::park(),
         }
     }
+}
+
+/// Whether this thread is inside the poll of a sequential call's
+/// [`block_on_sequential`] (not a `block_on` nested in it).
+#[cfg(feature = "ureq")]
+pub(crate) fn sequential() -> bool {
+    SLOT.with(|s| s.borrow().as_ref().is_some_and(|slot| slot.sequential))
+}
+
+/// For an attempt polled with `cx` inside a sequential call's
+/// [`block_on_sequential`] (its own waker, not a `block_on` nested in it):
+/// `Some` of the earliest instant the rest of the call asked to be woken
+/// at in the previous poll (`Some(None)`: nothing), until which the
+/// attempt may hold the thread. `None` anywhere else.
+///
+/// A sequential call keeps one attempt in flight and nothing else but its
+/// timer, so the attempt, polled once without blocking (it wakes its task
+/// and returns `Pending`), lets the rest of the call arm its timer: the
+/// machines' deadline while an attempt is in flight.
+#[cfg(feature = "ureq")]
+pub(crate) fn inline_bound(cx: &Context<'_>) -> Option<Option<Instant>> {
+    SLOT.with(|s| match s.borrow().as_ref() {
+        Some(slot) if slot.sequential && slot.waker.will_wake(cx.waker()) => Some(slot.before),
+        _ => None,
+    })
 }
 
 /// Arranges for `cx`'s task to be woken at `at`: through the enclosing
