@@ -48,7 +48,10 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// resolves it under a timeout on a thread it spawns per request. A
 /// transport over an agent of your own ([`new`](Self::new)) always uses
 /// workers. [`worker_attempts`](Self::worker_attempts) counts the attempts
-/// handed to workers.
+/// handed to workers. (A transport of your own that wraps the default
+/// `UreqTransport` and keeps several of its attempts in flight for one
+/// attempt of its own should wrap `UreqTransport::new(UreqTransport::default_agent())`:
+/// in a sequential call the default one would run them one after another.)
 ///
 /// * **Timeouts.** On a worker, the future resolves `Aborted` by itself at
 ///   `abort_at`, whatever the worker is doing, so a hanging server can
