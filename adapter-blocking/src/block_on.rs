@@ -15,7 +15,7 @@
 //! to one process-wide timer thread that wakes the waker at the instant, so
 //! the clock and the transport work under any executor.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
@@ -103,6 +103,9 @@ pub(crate) fn block_on_sequential<F: Future>(future: F) -> F::Output {
 }
 
 fn run<F: Future>(future: F, sequential: bool) -> F::Output {
+    // A sequential call counts its own attempts waiting to run here (a
+    // nested one starts from zero and gives the count back after).
+    let _count = sequential.then(|| Count(INLINE.replace(0), CROWDED.replace(false)));
     let waker = WAKER.with(Waker::clone);
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
@@ -137,6 +140,61 @@ fn run<F: Future>(future: F, sequential: bool) -> F::Output {
             }
             None => std::thread::park(),
         }
+    }
+}
+
+thread_local! {
+    /// Attempts of the innermost sequential call on this thread that may
+    /// still run on it ([`InlineTicket`]s alive).
+    static INLINE: Cell<usize> = const { Cell::new(0) };
+    /// The innermost sequential call on this thread has had two such
+    /// attempts at once: its attempts stay on workers from then on.
+    static CROWDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives the enclosing sequential call its count back.
+struct Count(usize, bool);
+
+impl Drop for Count {
+    fn drop(&mut self) {
+        INLINE.with(|c| c.set(self.0));
+        CROWDED.with(|c| c.set(self.1));
+    }
+}
+
+/// An attempt of a sequential call that may run on this thread, counted
+/// from its send until it is dropped: it runs here only when it is the
+/// call's only such attempt and the call never had two at once
+/// ([`alone`](InlineTicket::alone)), so a transport that keeps several
+/// attempts of the default `UreqTransport` in flight at once (sent before
+/// either is polled to its end) gets workers for them instead of running
+/// them one after another.
+#[cfg(feature = "ureq")]
+#[derive(Debug)]
+pub(crate) struct InlineTicket(());
+
+#[cfg(feature = "ureq")]
+impl InlineTicket {
+    pub(crate) fn new() -> InlineTicket {
+        INLINE.with(|c| c.set(c.get() + 1));
+        InlineTicket(())
+    }
+
+    /// No other attempt of this call is waiting to run on this thread,
+    /// and none ever waited together with another (that marks the call).
+    pub(crate) fn alone(&self) -> bool {
+        let alone = INLINE.with(Cell::get) == 1 && !CROWDED.with(Cell::get);
+        if !alone {
+            CROWDED.with(|c| c.set(true));
+        }
+        alone
+    }
+}
+
+#[cfg(feature = "ureq")]
+impl Drop for InlineTicket {
+    fn drop(&mut self) {
+        INLINE.with(|c| c.set(c.get().saturating_sub(1)));
     }
 }
 

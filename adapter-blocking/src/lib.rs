@@ -24,7 +24,8 @@
 //!   flight, a `batch` up to `concurrency`. A `send` or `wait` without a
 //!   token over the default [`UreqTransport`] to an IP address runs its
 //!   attempts on the calling thread instead, bounded end to end by the
-//!   call's deadline (no hand-off: about half the CPU per request).
+//!   call's deadline (no hand-off: two context switches fewer per
+//!   request).
 //! * **A cancel** ([`CancelToken::cancel`], from any thread, or Ctrl-C with
 //!   [`cancel_on_ctrl_c`]) wakes the calling thread at once: the call returns
 //!   `Cancelled` within milliseconds, whether it was sleeping or had an

@@ -18,7 +18,7 @@ use ureq::typestate::HttpCrateScope;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
 
-use crate::block_on::wake_at;
+use crate::block_on::{InlineTicket, wake_at};
 
 /// What one attempt produces.
 type Outcome = Result<http::Response<Bytes>, TransportError>;
@@ -35,8 +35,8 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// the next attempt of this transport (or a clone of it) before it exits,
 /// so a run of calls does not pay for a new thread per attempt.
 ///
-/// **On the calling thread** instead (no hand-off, no wake-up: about half
-/// the CPU time of a loopback request, see BENCHMARKS.md) runs an attempt
+/// **On the calling thread** instead (no hand-off, no wake-up: two
+/// context switches fewer per request, see BENCHMARKS.md 8.4) runs an attempt
 /// of a call that nobody can cancel and that keeps one attempt in flight —
 /// [`send`](polite_client::Client::send) and
 /// [`wait`](polite_client::Client::wait), not their `*_cancellable` forms,
@@ -48,10 +48,13 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// resolves it under a timeout on a thread it spawns per request. A
 /// transport over an agent of your own ([`new`](Self::new)) always uses
 /// workers. [`worker_attempts`](Self::worker_attempts) counts the attempts
-/// handed to workers. (A transport of your own that wraps the default
-/// `UreqTransport` and keeps several of its attempts in flight for one
-/// attempt of its own should wrap `UreqTransport::new(UreqTransport::default_agent())`:
-/// in a sequential call the default one would run them one after another.)
+/// handed to workers. A transport of your own that wraps the default
+/// `UreqTransport` and sends several of its attempts at once gets workers
+/// for them: a sequential call that ever has two attempts waiting to run
+/// on its thread keeps all its attempts on workers. (One that starts a
+/// second attempt only once the first is running, a hedge after a delay,
+/// would wait for the first to end: wrap
+/// `UreqTransport::new(UreqTransport::default_agent())` for that.)
 ///
 /// * **Timeouts.** On a worker, the future resolves `Aborted` by itself at
 ///   `abort_at`, whatever the worker is doing, so a hanging server can
@@ -336,6 +339,7 @@ enum State {
         transport: UreqTransport,
         request: Option<http::Request<Bytes>>,
         primed: bool,
+        ticket: InlineTicket,
     },
 }
 
@@ -351,14 +355,17 @@ impl Future for UreqSending {
                 transport,
                 request,
                 primed,
+                ticket,
             } => {
                 let Some(req) = request.take() else {
                     // Polled again after it resolved.
                     return Poll::Ready(Err(TransportErrorKind::Other.into()));
                 };
-                let Some(before) = crate::block_on::inline_bound(cx) else {
+                let before = crate::block_on::inline_bound(cx);
+                let Some(before) = before.filter(|_| ticket.alone()) else {
                     // Polled outside its sequential call (moved, or under
-                    // another executor): a worker runs it after all.
+                    // another executor), or another attempt of the call
+                    // waits to run too: a worker runs it after all.
                     let slot = transport.start(req, abort_at);
                     this.state = State::Worker(slot);
                     return Pin::new(this).poll(cx);
@@ -430,6 +437,7 @@ impl Transport for UreqTransport {
                 transport: self.clone(),
                 request: Some(request),
                 primed: false,
+                ticket: InlineTicket::new(),
             }
         } else {
             State::Worker(self.start(request, abort_at))

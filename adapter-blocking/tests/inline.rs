@@ -2,7 +2,8 @@
 //! the default `UreqTransport`, to an IP address, run their attempts on the
 //! calling thread, bounded end to end by the call's deadline (a hanging
 //! server, a body that stalls after its headers); a call with a token, a
-//! batch, a host name and an agent of your own keep the worker threads.
+//! batch, a host name and an agent of your own keep the worker threads,
+//! and so do the attempts of a transport that sends two at once.
 //! Counted with `UreqTransport::worker_attempts`, in real time against
 //! servers on 127.0.0.1.
 
@@ -227,4 +228,64 @@ fn a_host_name_and_an_agent_of_your_own_keep_the_workers() {
     );
     assert_eq!(own.send(get(lab.url("/items/1"))).unwrap().status(), 200);
     assert_eq!(own.transport().worker_attempts(), 1);
+}
+
+/// Sends every attempt twice at once through the default transport and
+/// answers with the first copy's result once both are in.
+struct Twice(UreqTransport);
+
+impl polite_blocking::Transport for Twice {
+    type Sending = polite_client::BoxSending;
+
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending {
+        let mut copy = http::Request::new(request.body().clone());
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.headers_mut() = request.headers().clone();
+        let mut a = Some(self.0.send(request, abort_at));
+        let mut b = Some(self.0.send(copy, abort_at));
+        let (mut ra, mut rb) = (None, None);
+        Box::pin(std::future::poll_fn(move |cx| {
+            for (f, r) in [(&mut a, &mut ra), (&mut b, &mut rb)] {
+                if let Some(sending) = f
+                    && let std::task::Poll::Ready(out) = std::pin::Pin::new(sending).poll(cx)
+                {
+                    *r = Some(out);
+                    *f = None;
+                }
+            }
+            match (ra.take(), rb.is_some()) {
+                (Some(out), true) => std::task::Poll::Ready(out),
+                (out, _) => {
+                    ra = out;
+                    std::task::Poll::Pending
+                }
+            }
+        }))
+    }
+}
+
+#[test]
+fn attempts_of_a_transport_that_sends_two_at_once_stay_concurrent_on_workers() {
+    let lab = Lab::start(
+        LabConfig::default().fault(PathMatch::Any, Fault::Slow(Duration::from_millis(200))),
+    )
+    .unwrap();
+    let c = Client::with_transport(
+        Twice(UreqTransport::default()),
+        Config {
+            timeout: Duration::from_secs(10),
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..2 {
+        assert_eq!(c.send(get(lab.url("/items/1"))).unwrap().status(), 200);
+    }
+    assert_eq!(c.transport().0.worker_attempts(), 4);
+    let log = lab.log();
+    assert_eq!(log.len(), 4, "{}", log.render());
+    // Each pair was in flight together (one after another would show 1).
+    let peak = log.iter().map(|e| e.in_flight_at_arrival).max();
+    assert_eq!(peak, Some(2), "{}", log.render());
 }
