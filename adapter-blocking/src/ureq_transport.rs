@@ -855,6 +855,47 @@ mod tests {
     }
 
     #[test]
+    fn the_default_agent_s_resolver_answers_ip_addresses_itself() {
+        let resolver = LiteralResolver::default();
+        let resolve = |uri: &str, config: &ureq::config::Config| {
+            let uri: http::Uri = uri.parse().unwrap();
+            resolver
+                .resolve(&uri, config, NextTimeout::default())
+                .map(|addrs| addrs.to_vec())
+        };
+        let any = ureq::config::Config::default();
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            resolve("http://127.0.0.1:8080/x", &any).unwrap(),
+            [addr("127.0.0.1:8080")]
+        );
+        assert_eq!(
+            resolve("http://10.1.2.3/", &any).unwrap(),
+            [addr("10.1.2.3:80")]
+        );
+        assert_eq!(
+            resolve("https://[::1]/", &any).unwrap(),
+            [addr("[::1]:443")]
+        );
+        // A family the agent does not want: ureq's own answer (none).
+        let v4 = ureq::Agent::config_builder()
+            .ip_family(IpFamily::Ipv4Only)
+            .build();
+        assert!(matches!(
+            resolve("http://[::1]:80/", &v4),
+            Err(ureq::Error::HostNotFound)
+        ));
+        // Not an address: ureq's resolver decides (an unknown scheme here).
+        assert!(matches!(
+            resolve("ftp://127.0.0.1/", &any),
+            Err(ureq::Error::BadUri(_))
+        ));
+        assert_eq!(ip_literal("[::1]"), Some("::1".parse().unwrap()));
+        assert_eq!(ip_literal("localhost"), None);
+        assert_eq!(ip_literal("example.com"), None);
+    }
+
+    #[test]
     fn io_errors_map_to_kinds() {
         use std::io::{Error, ErrorKind as K};
         for (k, want) in [
