@@ -380,8 +380,10 @@ impl Future for UreqSending {
                     return Poll::Pending;
                 }
                 // Until abort_at, or until the rest of the call wants the
-                // thread back (the machines' deadline: an answer after it
-                // is discarded anyway).
+                // thread back: the deadline, since "while a send is in
+                // flight the machine answers SleepUntil(deadline)" (the
+                // rules in polite-core's crate docs), and an answer after
+                // it is discarded anyway (TimedOut).
                 let until = before.map_or(abort_at, |t| t.min(abort_at));
                 if until < abort_at && until <= Instant::now() {
                     // The call's timer is due: let it act first.
