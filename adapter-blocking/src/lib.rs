@@ -136,6 +136,8 @@
 
 mod block_on;
 mod clock;
+#[cfg(feature = "ureq")]
+mod resolver;
 mod runtime;
 #[cfg(feature = "ureq")]
 mod ureq_transport;
