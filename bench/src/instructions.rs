@@ -15,19 +15,49 @@ use std::process::Command;
 
 use polite_lab::LabConfig;
 
-use crate::stacks::{Stacks, Via};
+use crate::stacks::{Stacks, TIMEOUT, Via};
 use crate::stats::Table;
-use crate::{Size, lab};
+use crate::{Size, get, lab};
+
+/// A variant's client: one of the async stacks, or a blocking one.
+#[derive(Clone, Copy, Debug)]
+pub enum Client {
+    /// Through [`Stacks`], on a current-thread tokio runtime.
+    Async(Via),
+    /// ureq, bare: the default agent with an end-to-end timeout.
+    Ureq,
+    /// polite-blocking `send` over the default `UreqTransport` (to
+    /// 127.0.0.1: attempts on the calling thread).
+    BlockingSend,
+    /// polite-blocking `send` over `UreqTransport::new(agent)` (attempts
+    /// on worker threads, as every attempt was before).
+    BlockingWorkers,
+}
 
 /// The variants, in the order of their rows: (name, its client, the bare
 /// client it is compared with, or `None` for a bare client).
-pub const VARIANTS: &[(&str, Via, Option<&str>)] = &[
-    ("reqwest", Via::Reqwest, None),
-    ("tokio-transport", Via::TokioTransport, Some("reqwest")),
-    ("tokio-send", Via::TokioSend, Some("reqwest")),
-    ("middleware", Via::Middleware, Some("reqwest")),
-    ("hyper", Via::Hyper, None),
-    ("layer", Via::Layer, Some("hyper")),
+pub const VARIANTS: &[(&str, Client, Option<&str>)] = &[
+    ("reqwest", Client::Async(Via::Reqwest), None),
+    (
+        "tokio-transport",
+        Client::Async(Via::TokioTransport),
+        Some("reqwest"),
+    ),
+    ("tokio-send", Client::Async(Via::TokioSend), Some("reqwest")),
+    (
+        "middleware",
+        Client::Async(Via::Middleware),
+        Some("reqwest"),
+    ),
+    ("hyper", Client::Async(Via::Hyper), None),
+    ("layer", Client::Async(Via::Layer), Some("hyper")),
+    ("ureq", Client::Ureq, None),
+    ("blocking-send", Client::BlockingSend, Some("ureq")),
+    (
+        "blocking-send-workers",
+        Client::BlockingWorkers,
+        Some("ureq"),
+    ),
 ];
 
 /// Runs `n` sequential GETs of `variant` against a fresh lab; returns how
@@ -38,11 +68,33 @@ pub const VARIANTS: &[(&str, Via, Option<&str>)] = &[
 /// On an unknown variant, or when a client cannot be built.
 #[must_use]
 pub fn calls(variant: &str, n: usize) -> usize {
-    let Some(&(_, via, _)) = VARIANTS.iter().find(|(v, _, _)| *v == variant) else {
+    let Some(&(_, client, _)) = VARIANTS.iter().find(|(v, _, _)| *v == variant) else {
         panic!("unknown variant {variant}")
     };
     let lab = lab(LabConfig::default());
     let url = lab.url("/items/a");
+    let via = match client {
+        Client::Async(via) => via,
+        Client::Ureq => {
+            let agent = crate::ureq_agent();
+            return blocking_calls(n, || ureq_get(&agent, &url));
+        }
+        Client::BlockingSend | Client::BlockingWorkers => {
+            let transport = if matches!(client, Client::BlockingSend) {
+                polite_blocking::UreqTransport::default()
+            } else {
+                polite_blocking::UreqTransport::new(crate::ureq_agent())
+            };
+            let polite = polite_blocking::Client::with_transport(
+                transport,
+                polite_blocking::Config::default(),
+            )
+            .expect("default config");
+            return blocking_calls(n, || {
+                polite.send(get(&url)).is_ok_and(|r| r.status() == 200)
+            });
+        }
+    };
     let rt = crate::tokio_current_thread();
     rt.block_on(async {
         let stacks = Stacks::new(&url);
@@ -52,6 +104,26 @@ pub fn calls(variant: &str, n: usize) -> usize {
         }
         ok
     })
+}
+
+/// `n` sequential calls of `one`; how many answered 200.
+fn blocking_calls(n: usize, mut one: impl FnMut() -> bool) -> usize {
+    (0..n).map(|_| usize::from(one())).sum()
+}
+
+/// One GET through a bare ureq agent (the default agent, with the same
+/// end-to-end timeout as the polite side), body read.
+fn ureq_get(agent: &ureq::Agent, url: &str) -> bool {
+    let req = agent
+        .get(url)
+        .config()
+        .http_status_as_error(false)
+        .timeout_global(Some(TIMEOUT))
+        .build();
+    match req.call() {
+        Ok(mut r) => r.status() == 200 && r.body_mut().read_to_vec().is_ok(),
+        Err(_) => false,
+    }
 }
 
 /// Instructions callgrind counts for `polite-bench calls <variant> <n>`.

@@ -172,31 +172,45 @@ fn stack_samples(
     })
 }
 
-/// Variants: 0 ureq, 1 polite-blocking's transport alone, 2 polite-blocking `send`.
+/// Variants: 0 ureq, 1 polite-blocking's transport alone (on a worker),
+/// 2 polite-blocking `send` over the default `UreqTransport` (attempts on
+/// the calling thread), 3 `send` over `UreqTransport::new(agent)` (on
+/// worker threads, as every `send` was before), 4 ureq with ureq's own
+/// default agent (whose resolver spawns a thread per request under a
+/// global timeout).
 fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
     let agent = crate::ureq_agent();
+    let plain = ureq::Agent::new_with_defaults();
     let transport = polite_blocking::UreqTransport::new(crate::ureq_agent());
-    let polite = polite_blocking::Client::with_transport(
+    let inline = polite_blocking::Client::with_transport(
+        polite_blocking::UreqTransport::default(),
+        polite_blocking::Config::default(),
+    )
+    .expect("default config");
+    let workers = polite_blocking::Client::with_transport(
         polite_blocking::UreqTransport::new(crate::ureq_agent()),
         polite_blocking::Config::default(),
     )
     .expect("default config");
-    interleave_blocking(3, rounds, per_round, warm, |variant| match variant {
-        2 => polite.send(get(url)).is_ok_and(|r| r.status() == 200),
+    let bare = |agent: &ureq::Agent| {
+        let req = agent
+            .get(url)
+            .config()
+            .http_status_as_error(false)
+            .timeout_global(Some(TIMEOUT))
+            .build();
+        match req.call() {
+            Ok(mut r) => r.status() == 200 && r.body_mut().read_to_vec().is_ok(),
+            Err(_) => false,
+        }
+    };
+    interleave_blocking(5, rounds, per_round, warm, |variant| match variant {
+        4 => bare(&plain),
+        3 => workers.send(get(url)).is_ok_and(|r| r.status() == 200),
+        2 => inline.send(get(url)).is_ok_and(|r| r.status() == 200),
         1 => polite_blocking::block_on(transport.send(get(url), Instant::now() + TIMEOUT))
             .is_ok_and(|r| r.status() == 200),
-        _ => {
-            let req = agent
-                .get(url)
-                .config()
-                .http_status_as_error(false)
-                .timeout_global(Some(TIMEOUT))
-                .build();
-            match req.call() {
-                Ok(mut r) => r.status() == 200 && r.body_mut().read_to_vec().is_ok(),
-                Err(_) => false,
-            }
-        }
+        _ => bare(&agent),
     })
 }
 
@@ -250,7 +264,15 @@ pub fn run(size: Size) -> Vec<Table> {
     t.row(tokio.row("(polite-tokio's `ReqwestTransport` alone vs reqwest)", 1));
     let blocking = blocking_samples(&url, rounds, per_round, warm);
     t.row(blocking.row("polite-blocking `send` vs ureq", 2));
+    t.row(blocking.row(
+        "(polite-blocking `send`, attempts on workers: `UreqTransport::new(agent)`, vs ureq)",
+        3,
+    ));
     t.row(blocking.row("(polite-blocking's `UreqTransport` alone vs ureq)", 1));
+    t.row(blocking.row(
+        "(ureq's own default agent, a resolver thread per request, vs ureq)",
+        4,
+    ));
     let asyncstd = async_std_samples(&url, rounds, per_round, warm);
     t.row(asyncstd.row("polite-async-io `send` vs its bare Http1Transport", 1));
     let integrations = integration_samples(&url, rounds, per_round, warm);
