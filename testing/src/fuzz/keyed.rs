@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use arbitrary::Unstructured;
 
-use super::batch_run::BatchRun;
 use super::{Case, Flavour, U, int, pick, script, settle};
 use crate::script::{Input, Settle};
 use crate::{BatchChecker, Violation, origin};
-use polite_core::budget::{NoBudget, RetryBucket, RetryCosts};
+use polite_core::budget::{RetryBucket, RetryCosts};
 use polite_core::policy::{Jitter, MaxRetries};
 use polite_core::{
     BatchMachine, BatchPolicy, BudgetSet, Method, RateThrottle, RequestId, RequestInfo,
@@ -141,82 +140,6 @@ impl Case for KeyedCase {
 
     #[inline]
     fn check(&self) -> Result<(), Violation> {
-        // Each `as_run::<B>` is instantiated here, where the fuzz target
-        // compiles this function: the vtable, and so the machine's own
-        // methods, keep their coverage counters. The machine is built and
-        // dropped out of line (`KeyedCase::play`).
-        match self.budget {
-            KeyedBudget::None => self.play_plain(as_run::<NoBudget>),
-            KeyedBudget::Shared(..) => self.play_shared(as_run::<RetryBucket>),
-            KeyedBudget::PerKey(..) => self.play_per_key(as_run::<Vec<RetryBucket>>),
-        }
-    }
-
-    /// Out of line, here (see [`Case::dispose`]); the script's buffers
-    /// go back to `spare` for the next cases.
-    #[inline(never)]
-    fn dispose(self) {
-        super::spare::recycle_script(self.script);
-    }
-}
-
-/// The machine of a [`KeyedCase`] with retry budgets `B`.
-type Keyed<B> = BatchMachine<SplitMix64, Vec<RateThrottle>, B>;
-
-/// The machine as the runner sees it. Generic, so compiled where it is
-/// named: in `KeyedCase::check`, i.e. in the fuzz target (see there).
-#[inline]
-fn as_run<B: BudgetSet>(b: &mut Keyed<B>) -> &mut dyn BatchRun {
-    b
-}
-
-impl KeyedCase {
-    /// With no retry budget. `play_*` are out of line, compiled here (in
-    /// `polite-testing`, without coverage counters for fuzzing): the
-    /// machine's construction (`BatchMachine::new`, `with_budget`) and its
-    /// drop glue count no counters per execution; what the machine does
-    /// goes through `as_run`'s vtable, the target's (fuzz/README.md,
-    /// "Speed").
-    #[inline(never)]
-    fn play_plain(
-        &self,
-        as_run: fn(&mut Keyed<NoBudget>) -> &mut dyn BatchRun,
-    ) -> Result<(), Violation> {
-        self.play(|b| b, as_run)
-    }
-
-    /// With one retry budget shared by every key.
-    #[inline(never)]
-    fn play_shared(
-        &self,
-        as_run: fn(&mut Keyed<RetryBucket>) -> &mut dyn BatchRun,
-    ) -> Result<(), Violation> {
-        let KeyedBudget::Shared(capacity, tokens) = self.budget else {
-            unreachable!("play_shared is for KeyedBudget::Shared")
-        };
-        self.play(|b| b.with_budget(bucket(capacity, tokens)), as_run)
-    }
-
-    /// With one retry budget per key.
-    #[inline(never)]
-    fn play_per_key(
-        &self,
-        as_run: fn(&mut Keyed<Vec<RetryBucket>>) -> &mut dyn BatchRun,
-    ) -> Result<(), Violation> {
-        let KeyedBudget::PerKey(capacity, tokens) = self.budget else {
-            unreachable!("play_per_key is for KeyedBudget::PerKey")
-        };
-        let budgets = vec![bucket(capacity, tokens); self.keys as usize];
-        self.play(|b| b.with_budget(budgets), as_run)
-    }
-
-    /// Builds the machine (with `budget`), plays the script through
-    /// `batch_run::play` and drops the machine.
-    fn play<B: BudgetSet>(
-        &self,
-        budget: impl FnOnce(Keyed<NoBudget>) -> Keyed<B>,
-        as_run: fn(&mut Keyed<B>) -> &mut dyn BatchRun,
-    ) -> Result<(), Violation> {
         let invalid = |e: polite_core::policy::PolicyError| Violation {
             rule: "valid-policy",
             detail: e.to_string(),
@@ -237,12 +160,38 @@ impl KeyedCase {
         // requests, the policy and the deadline t0 + timeout.
         let c = BatchChecker::new(&self.policy, &self.requests, t0 + self.timeout)
             .throttled_per_key(self.limit, self.window);
-        let mut b = budget(b);
-        super::batch_run::play(as_run(&mut b), c, self.settle, &self.script)
+        let bucket = |capacity, tokens| {
+            RetryBucket::new(capacity, RetryCosts::default()).with_tokens(tokens)
+        };
+        match self.budget {
+            KeyedBudget::None => self.play(b, c),
+            KeyedBudget::Shared(capacity, tokens) => {
+                self.play(b.with_budget(bucket(capacity, tokens)), c)
+            }
+            KeyedBudget::PerKey(capacity, tokens) => {
+                let budgets = vec![bucket(capacity, tokens); self.keys as usize];
+                self.play(b.with_budget(budgets), c)
+            }
+        }
+    }
+
+    /// Out of line, here (see [`Case::dispose`]); the script's buffers
+    /// go back to `spare` for the next cases.
+    #[inline(never)]
+    fn dispose(self) {
+        super::spare::recycle_script(self.script);
     }
 }
 
-/// A token bucket of `capacity` holding `tokens`.
-fn bucket(capacity: u32, tokens: u32) -> RetryBucket {
-    RetryBucket::new(capacity, RetryCosts::default()).with_tokens(tokens)
+impl KeyedCase {
+    /// The machine is built here, in the fuzz target (its code keeps its
+    /// coverage counters); the runner is `batch_run::play`'s.
+    #[inline]
+    fn play<B: BudgetSet>(
+        &self,
+        mut b: BatchMachine<SplitMix64, Vec<RateThrottle>, B>,
+        c: BatchChecker,
+    ) -> Result<(), Violation> {
+        super::batch_run::play(&mut b, c, self.settle, &self.script)
+    }
 }
