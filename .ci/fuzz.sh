@@ -56,6 +56,10 @@
 # (medians of 7 rounds; 51.5 k -> 60.2 k quiet), keyed_batch 7-25 % faster
 # run side by side with the old build (35.4 k -> 42.5 k quiet, still
 # short of 50 k); coverage of what the runs keep the same.
+# Third pass: the script decoders reuse spare buffers (no allocation per
+# answer once warm, testing/src/fuzz/spare.rs): keyed_batch +2 % (median
+# of 8 pairs run side by side, load 3-7), pace_batch +3 to +17 %, same
+# coverage; keyed_batch still short of 50 k (fuzz/README.md, "Third pass").
 #
 # Budget: about 1 min to build, 20 s per target; about 3.7 min in all
 # with 8 targets (plus about 1 min once to install cargo-fuzz). The

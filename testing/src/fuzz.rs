@@ -30,6 +30,7 @@ use arbitrary::Unstructured;
 
 mod batch_run;
 mod keyed;
+mod spare;
 pub use keyed::{KeyedBudget, KeyedCase};
 
 use crate::script::{Answer, Input, Invariants, Job, ScriptRunner, Settle, default_wall_clock};
@@ -213,7 +214,7 @@ fn flag(u: U<'_, '_>) -> bool {
 
 fn bytes(u: U<'_, '_>, max: usize) -> Vec<u8> {
     let n = (int(u, 0..=max as u64) as usize).min(u.len());
-    u.bytes(n).map(<[u8]>::to_vec).unwrap_or_default()
+    u.bytes(n).map(spare::bytes_of).unwrap_or_default()
 }
 
 fn millis(u: U<'_, '_>) -> Duration {
@@ -370,13 +371,22 @@ fn forms(secs: u64) -> [Form; 3] {
 /// Hostile delta-seconds: overflowing 64 bits, zero-padded past any length
 /// limit, or both.
 fn hostile_digits(u: U<'_, '_>) -> Vec<u8> {
-    let pad = "0".repeat(int(u, 0..=200) as usize);
+    let pad = int(u, 0..=200) as usize;
+    let mut out = spare::bytes();
+    let padded = |out: &mut Vec<u8>, digits: &[u8]| {
+        out.resize(pad, b'0');
+        out.extend_from_slice(digits);
+    };
     match int(u, 0..=3) {
-        0 => format!("{pad}{}", int(u, 0..=120)).into_bytes(),
-        1 => format!("{pad}99999999999999999999").into_bytes(),
-        2 => "9".repeat(int(u, 20..=300) as usize).into_bytes(),
-        _ => format!("{pad}18446744073709551616").into_bytes(),
+        0 => {
+            out.resize(pad, b'0');
+            spare::push_decimal(&mut out, int(u, 0..=120));
+        }
+        1 => padded(&mut out, b"99999999999999999999"),
+        2 => out.resize(int(u, 20..=300) as usize, b'9'),
+        _ => padded(&mut out, b"18446744073709551616"),
     }
+    out
 }
 
 /// A raw header value: delta-seconds (small, around the caps, huge,
@@ -386,46 +396,43 @@ fn header(u: U<'_, '_>) -> Vec<u8> {
     let near = |u: U<'_, '_>| wall_secs() + int(u, 0..=400) - 100;
     match int(u, 0..=13) {
         12 => hostile_digits(u),
-        13 => form(near(u), int(u, 0..=2) as usize)
-            .leap()
-            .bytes()
-            .to_vec(),
-        0 | 1 => int(u, 0..=5).to_string().into_bytes(),
-        2 => int(u, 0..=400).to_string().into_bytes(),
-        3 => pick(u, &["59", "60", "61", "300", "301", "86400"]).into(),
+        13 => spare::bytes_of(form(near(u), int(u, 0..=2) as usize).leap().bytes()),
+        0 | 1 => spare::decimal(int(u, 0..=5)),
+        2 => spare::decimal(int(u, 0..=400)),
+        3 => spare::bytes_of(pick(u, &["59", "60", "61", "300", "301", "86400"]).as_bytes()),
         // Any of the three date forms (RFC 850 and asctime too), some
         // wrapped in whitespace.
         4 | 5 => {
             let d = form(near(u), int(u, 0..=2) as usize);
             match int(u, 0..=3) {
-                0 => d.padded().bytes().to_vec(),
-                _ => d.bytes().to_vec(),
+                0 => spare::bytes_of(d.padded().bytes()),
+                _ => spare::bytes_of(d.bytes()),
             }
         }
-        6 => pick(
-            u,
-            &[
-                "-1",
-                "+1",
-                "1.5",
-                "",
-                " ",
-                " 2 ",
-                "99999999999999999999999",
-                "99999999999999999999",
-                "18446744073709551615",
-                "0000000000000000000000000000000000000000000000000000000000000000000000038",
-                "Wed, 31 Dec 2008 23:59:60 GMT",
-                "Sun, 06 Nov 1994 08:49:37 GMT",
-                "Sunday, 06-Nov-94 08:49:37 GMT",
-                "Sun Nov  6 08:49:37 1994",
-                "Sun, 06 Nov 1994 08:49:37 UTC",
-            ],
-        )
-        .into(),
-        7 => u64::from(u.arbitrary::<u32>().unwrap_or(0))
-            .to_string()
-            .into_bytes(),
+        6 => spare::bytes_of(
+            pick(
+                u,
+                &[
+                    "-1",
+                    "+1",
+                    "1.5",
+                    "",
+                    " ",
+                    " 2 ",
+                    "99999999999999999999999",
+                    "99999999999999999999",
+                    "18446744073709551615",
+                    "0000000000000000000000000000000000000000000000000000000000000000000000038",
+                    "Wed, 31 Dec 2008 23:59:60 GMT",
+                    "Sun, 06 Nov 1994 08:49:37 GMT",
+                    "Sunday, 06-Nov-94 08:49:37 GMT",
+                    "Sun Nov  6 08:49:37 1994",
+                    "Sun, 06 Nov 1994 08:49:37 UTC",
+                ],
+            )
+            .as_bytes(),
+        ),
+        7 => spare::decimal(u64::from(u.arbitrary::<u32>().unwrap_or(0))),
         _ => bytes(u, 80),
     }
 }
@@ -435,26 +442,28 @@ fn header(u: U<'_, '_>) -> Vec<u8> {
 fn sf_value(u: U<'_, '_>) -> Vec<u8> {
     match int(u, 0..=3) {
         0 => bytes(u, 60),
-        _ => pick(
-            u,
-            &[
-                r#""default";r=0;t=2"#,
-                r#""default";r=5;t=30"#,
-                r#""default";r=0;t=86400"#,
-                r#""default";q=10;w=1"#,
-                r#""default";q=100;w=60"#,
-                r#""permin";q=50;w=60,"perhr";q=1000;w=3600"#,
-                r#"a;q=1;w=3600"#,
-                r#""a";q=0;w=10"#,
-                r#""a";r=-1;t=3"#,
-                r#""a";q=10;w=0"#,
-                r#"("a" "b");q=1;w=1"#,
-                r#""pk";q=5;w=2;pk=:cGsx:"#,
-                "garbage;;",
-                "",
-            ],
-        )
-        .into(),
+        _ => spare::bytes_of(
+            pick(
+                u,
+                &[
+                    r#""default";r=0;t=2"#,
+                    r#""default";r=5;t=30"#,
+                    r#""default";r=0;t=86400"#,
+                    r#""default";q=10;w=1"#,
+                    r#""default";q=100;w=60"#,
+                    r#""permin";q=50;w=60,"perhr";q=1000;w=3600"#,
+                    r#"a;q=1;w=3600"#,
+                    r#""a";q=0;w=10"#,
+                    r#""a";r=-1;t=3"#,
+                    r#""a";q=10;w=0"#,
+                    r#"("a" "b");q=1;w=1"#,
+                    r#""pk";q=5;w=2;pk=:cGsx:"#,
+                    "garbage;;",
+                    "",
+                ],
+            )
+            .as_bytes(),
+        ),
     }
 }
 
@@ -474,17 +483,17 @@ fn rate_header(u: U<'_, '_>) -> (String, Vec<u8>) {
     let value = match name {
         "RateLimit" | "RateLimit-Policy" => sf_value(u),
         "X-RateLimit-Reset" => match int(u, 0..=2) {
-            0 => int(u, 0..=120).to_string().into_bytes(),
-            1 => (wall_secs() + int(u, 0..=120)).to_string().into_bytes(),
+            0 => spare::decimal(int(u, 0..=120)),
+            1 => spare::decimal(wall_secs() + int(u, 0..=120)),
             _ => header(u),
         },
         _ => match int(u, 0..=2) {
-            0 => b"0".to_vec(),
-            1 => int(u, 0..=5_000).to_string().into_bytes(),
+            0 => spare::bytes_of(b"0"),
+            1 => spare::decimal(int(u, 0..=5_000)),
             _ => header(u),
         },
     };
-    (name.to_owned(), value)
+    (spare::name_of(name), value)
 }
 
 /// A transport error kind: mostly the seven that are retried by default,
@@ -564,6 +573,9 @@ fn answer(u: U<'_, '_>, flavour: Flavour, late: bool) -> Input {
     };
     let mut headers = Vec::new();
     while headers.len() < 3 && int(u, 0..=3) == 0 {
+        if headers.capacity() == 0 {
+            headers = spare::headers();
+        }
         headers.push(rate_header(u));
     }
     let retry_class = match int(u, 0..=15) {
@@ -623,8 +635,9 @@ const MAX_SCRIPT: usize = 64;
 
 fn script(u: U<'_, '_>, flavour: Flavour) -> Vec<Input> {
     // Sized once (an input takes at least one byte): no reallocation and
-    // copying of inputs as the script grows.
-    let mut script = Vec::with_capacity(u.len().min(MAX_SCRIPT));
+    // copying of inputs as the script grows. A spare script from an earlier
+    // case (`spare`) grows only when this one is longer than any before.
+    let mut script = spare::script(u.len().min(MAX_SCRIPT));
     while !u.is_empty() && script.len() < MAX_SCRIPT {
         script.push(input(u, flavour));
     }
@@ -1193,10 +1206,11 @@ impl Case for PaceBatchCase {
         }
     }
 
-    /// Out of line, here (see [`Case::dispose`]).
+    /// Out of line, here (see [`Case::dispose`]); the script's buffers
+    /// go back to [`spare`] for the next cases.
     #[inline(never)]
     fn dispose(self) {
-        drop(self);
+        spare::recycle_script(self.script);
     }
 }
 

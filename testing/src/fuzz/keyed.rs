@@ -175,10 +175,11 @@ impl Case for KeyedCase {
         }
     }
 
-    /// Out of line, here (see [`Case::dispose`]).
+    /// Out of line, here (see [`Case::dispose`]); the script's buffers
+    /// go back to `spare` for the next cases.
     #[inline(never)]
     fn dispose(self) {
-        drop(self);
+        super::spare::recycle_script(self.script);
     }
 }
 
