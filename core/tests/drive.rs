@@ -294,6 +294,27 @@ impl Io for Hanging {
     }
 }
 
+/// Drives `m` over a `Hanging` Io from `t0`: how it ended, the instants
+/// the loop slept until, and how many send futures were dropped.
+fn drive_hanging(
+    m: &mut impl polite_core::Machine,
+    t0: Instant,
+) -> (drive::Finished<Ans>, Vec<Instant>, u32) {
+    let dropped = std::rc::Rc::new(Cell::new(0));
+    let mut io = Hanging {
+        now: Cell::new(t0),
+        dropped: dropped.clone(),
+        sleeps_until: Vec::new(),
+    };
+    let done = polite_testing::block_on(drive::drive(
+        m,
+        &mut io,
+        &mut NoJobs,
+        &mut drive::records(|_| {}),
+    ));
+    (done, io.sleeps_until, dropped.get())
+}
+
 #[test]
 fn the_drive_loop_ends_a_send_at_its_abort_at_when_the_future_keeps_no_timer() {
     let t0 = origin();
@@ -303,21 +324,10 @@ fn the_drive_loop_ends_a_send_at_its_abort_at_when_the_future_keeps_no_timer() {
         events: Vec::new(),
         stop: None,
     };
-    let dropped = std::rc::Rc::new(Cell::new(0));
-    let mut io = Hanging {
-        now: Cell::new(t0),
-        dropped: dropped.clone(),
-        sleeps_until: Vec::new(),
-    };
-    let done = polite_testing::block_on(drive::drive(
-        &mut m,
-        &mut io,
-        &mut NoJobs,
-        &mut drive::records(|_| {}),
-    ));
+    let (done, sleeps_until, dropped) = drive_hanging(&mut m, t0);
     // The loop slept until the send's abort_at (5 s), not the machine's
     // 60 s, and fed the machine the abort then.
-    assert_eq!(io.sleeps_until, vec![t0 + Duration::from_secs(5)]);
+    assert_eq!(sleeps_until, vec![t0 + Duration::from_secs(5)]);
     assert_eq!(m.events.len(), 1, "{:?}", m.events);
     assert_eq!(m.events[0].0, Duration::from_secs(5));
     assert!(
@@ -326,7 +336,7 @@ fn the_drive_loop_ends_a_send_at_its_abort_at_when_the_future_keeps_no_timer() {
         m.events
     );
     // The attempt's future was dropped, once.
-    assert_eq!(dropped.get(), 1);
+    assert_eq!(dropped, 1);
     assert_eq!(done.sends, 1);
     assert_eq!(done.outcome, Outcome::TimedOut { needed: None });
 }
@@ -338,19 +348,8 @@ fn a_retry_machine_ends_at_its_deadline_before_the_drive_loop_would_abort() {
     // drive loop kept `abort_at` itself.
     let t0 = origin();
     let mut m = machine(t0);
-    let dropped = std::rc::Rc::new(Cell::new(0));
-    let mut io = Hanging {
-        now: Cell::new(t0),
-        dropped: dropped.clone(),
-        sleeps_until: Vec::new(),
-    };
-    let done = polite_testing::block_on(drive::drive(
-        &mut m,
-        &mut io,
-        &mut NoJobs,
-        &mut drive::records(|_| {}),
-    ));
-    assert_eq!(io.sleeps_until, vec![t0 + Duration::from_secs(30)]);
+    let (done, sleeps_until, dropped) = drive_hanging(&mut m, t0);
+    assert_eq!(sleeps_until, vec![t0 + Duration::from_secs(30)]);
     assert_eq!(done.outcome, Outcome::TimedOut { needed: None });
-    assert_eq!((done.sends, dropped.get()), (1, 1));
+    assert_eq!((done.sends, dropped), (1, 1));
 }
