@@ -21,11 +21,7 @@
 //!   polls in small steps.
 //! * **Attempts** run on a worker thread each (ureq blocks), which wakes the
 //!   calling thread when the answer is in. A `send` or `wait` has one in
-//!   flight, a `batch` up to `concurrency`. A `send` or `wait` without a
-//!   token over the default [`UreqTransport`] to an IP address runs its
-//!   attempts on the calling thread instead, bounded end to end by the
-//!   call's deadline (no hand-off: two context switches fewer per
-//!   request).
+//!   flight, a `batch` up to `concurrency`.
 //! * **A cancel** ([`CancelToken::cancel`], from any thread, or Ctrl-C with
 //!   [`cancel_on_ctrl_c`]) wakes the calling thread at once: the call returns
 //!   `Cancelled` within milliseconds, whether it was sleeping or had an
@@ -136,8 +132,6 @@
 
 mod block_on;
 mod clock;
-#[cfg(feature = "ureq")]
-mod resolver;
 mod runtime;
 #[cfg(feature = "ureq")]
 mod ureq_transport;

@@ -43,12 +43,6 @@ impl Runtime for Threads {
     fn call<F: Future>(call: F) -> F::Output {
         block_on(call)
     }
-    /// `send` and `wait` without a token: an attempt of the default
-    /// [`UreqTransport`](crate::UreqTransport) to an IP address runs on the
-    /// calling thread (see there).
-    fn call_sequential<F: Future>(call: F) -> F::Output {
-        crate::block_on::block_on_sequential(call)
-    }
     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> {
         ready(output)
     }

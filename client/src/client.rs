@@ -334,7 +334,7 @@ where
         &self,
         request: http::Request<Bytes>,
     ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>>> {
-        R::call_sequential(self.send_in(&self.shared.transport, request, NeverCancel))
+        R::call(self.send_in(&self.shared.transport, request, NeverCancel))
     }
 
     /// Like [`send`](Self::send), over `transport` instead of the client's
@@ -390,7 +390,7 @@ where
         request: http::Request<Bytes>,
         classify: &mut J,
     ) -> R::Call<impl Future<Output = Result<JobDone, Error>>> {
-        R::call_sequential(self.wait_in(request, classify, NeverCancel))
+        R::call(self.wait_in(request, classify, NeverCancel))
     }
 
     /// Like [`wait`](Self::wait), ended at once (`Cancelled`) when `token`
