@@ -583,34 +583,28 @@ where
 {
     type Sending = BoxSending;
 
+    /// The attempt of [`send_supervised`](Transport::send_supervised),
+    /// raced against a timer of its own that ends it at `abort_at`.
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
-        self.start(request, Some(abort_at))
+        let mut attempt = self.send_supervised(request, abort_at);
+        Box::pin(async move {
+            let mut clock = R::clock();
+            poll_fn(|cx| {
+                if let Poll::Ready(r) = attempt.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                match clock.poll_sleep(cx, abort_at) {
+                    Poll::Ready(()) => Poll::Ready(Err(TransportErrorKind::Aborted.into())),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await
+        })
     }
 
     /// No timer of its own: polite's drive loop ends the attempt at
     /// `abort_at`.
     fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
-        self.start(request, None)
-    }
-}
-
-impl<S, B, R, RB> Via<S, B, R>
-where
-    R: Runtime,
-    R::Clock: Send + 'static,
-    S: Service<http::Request<PoliteBody<B>>, Response = http::Response<RB>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: HttpBody<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-    RB: HttpBody<Data = Bytes> + Send + 'static,
-    RB::Error: Into<BoxError>,
-{
-    /// One attempt, aborted at `abort_at` by a timer of its own when given.
-    fn start(&self, request: http::Request<Bytes>, abort_at: Option<Instant>) -> BoxSending {
         let (service, body) = {
             let mut state = self.lock();
             let body = match state.once.take() {
@@ -637,24 +631,7 @@ where
         let request = http::Request::from_parts(parts, body);
         let max_body = self.max_body;
         let read_whole = self.read_whole;
-        let attempt = attempt(service, request, max_body, read_whole);
-        let Some(abort_at) = abort_at else {
-            return Box::pin(attempt);
-        };
-        Box::pin(async move {
-            let mut clock = R::clock();
-            let mut attempt = std::pin::pin!(attempt);
-            poll_fn(|cx| {
-                if let Poll::Ready(r) = attempt.as_mut().poll(cx) {
-                    return Poll::Ready(r);
-                }
-                match clock.poll_sleep(cx, abort_at) {
-                    Poll::Ready(()) => Poll::Ready(Err(TransportErrorKind::Aborted.into())),
-                    Poll::Pending => Poll::Pending,
-                }
-            })
-            .await
-        })
+        Box::pin(attempt(service, request, max_body, read_whole))
     }
 }
 
