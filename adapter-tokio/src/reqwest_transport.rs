@@ -192,6 +192,10 @@ async fn attempt(
     read_whole(response, max_body).await
 }
 
+/// The largest one-chunk body [`read_whole`] copies out of hyper's read
+/// buffer (its initial size is 8 KiB; a 16 KiB body there is most of it).
+const COPIED_BODY: usize = 16 << 10;
+
 /// A reqwest answer as an `http::Response<Bytes>`, its body read whole up
 /// to `max_body` bytes (more, by `Content-Length` or by what arrives: a
 /// permanent `BodyTooLarge`, the rest never downloaded), its header values
@@ -210,8 +214,8 @@ pub(crate) async fn read_whole(
     *out.headers_mut() = std::mem::take(response.headers_mut());
     detach_values(out.headers_mut());
     // Sized once from Content-Length (bounded by the limit): a large body
-    // is copied once, never regrown; a body that arrives as one chunk is
-    // not copied at all.
+    // is copied once, never regrown; a large body that arrives as one chunk
+    // is not copied at all.
     let expected = response
         .content_length()
         .map_or(0, |n| usize::try_from(n).unwrap_or(max_body).min(max_body));
@@ -235,6 +239,12 @@ pub(crate) async fn read_whole(
         body.extend_from_slice(&chunk);
     }
     *out.body_mut() = match first {
+        // A small body that came as one chunk is a slice of the
+        // connection's read buffer (8 KiB or more): copied, so that an
+        // answer the drive loop keeps (a long poll's, during the next poll)
+        // does not pin that buffer and make the connection allocate
+        // another. A larger one is most of its buffer: kept as it is.
+        Some(only) if only.len() <= COPIED_BODY => Bytes::copy_from_slice(&only),
         Some(only) => only,
         None => body.freeze(),
     };
@@ -296,6 +306,24 @@ impl Transport for ReqwestTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-chunk body up to [`COPIED_BODY`] comes out as its own memory
+    /// (hyper's chunk is a slice of the connection's read buffer, which a
+    /// kept answer would pin); a larger one is handed on as it came.
+    #[tokio::test]
+    async fn a_small_one_chunk_body_is_copied_a_large_one_is_not() {
+        for (len, copied) in [(1, true), (COPIED_BODY, true), (COPIED_BODY + 1, false)] {
+            let chunk = Bytes::from(vec![7u8; len]);
+            let response = reqwest::Response::from(http::Response::new(chunk.clone()));
+            let out = read_whole(response, 1 << 20).await.expect("read");
+            assert_eq!(out.body(), &chunk, "{len} B");
+            assert_eq!(
+                out.body().as_ptr() != chunk.as_ptr(),
+                copied,
+                "{len} B: copied should be {copied}"
+            );
+        }
+    }
 
     #[cfg(feature = "rustls")]
     #[test]

@@ -60,6 +60,9 @@ pub struct Client<R, T> {
 struct Shared<T> {
     transport: T,
     config: Config,
+    /// `config.poll_policy()`, made once: the waits that keep the client's
+    /// retry rules share it.
+    poll_policy: Arc<PollPolicy>,
     paces: Paces,
     ids: AtomicU64,
     entropy: u64,
@@ -162,7 +165,8 @@ where
     /// [`Error::Config`] for a bad long-poll parameter name.
     pub fn with_transport(transport: T, config: Config) -> Result<Self, Error> {
         config.retry.validate()?;
-        config.poll_policy().validate()?;
+        let poll_policy = Arc::new(config.poll_policy());
+        poll_policy.validate()?;
         if !crate::io::valid_param_name(config.wait.wait_param) {
             return Err(Error::Config(
                 "wait_param must be 1 to 64 ASCII letters, digits, '_', '-' or '.'",
@@ -175,6 +179,7 @@ where
             shared: Arc::new(Shared {
                 transport,
                 config,
+                poll_policy,
                 paces,
                 ids: AtomicU64::new(1),
                 entropy,
@@ -611,6 +616,7 @@ where
         Started {
             id: self.next_id(),
             now,
+            own_retry: options.retry.is_some(),
             retry: options.retry.unwrap_or(self.shared.config.retry),
             timeout: options.timeout.unwrap_or(self.shared.config.timeout),
             pace,
@@ -667,9 +673,13 @@ where
     ) -> Result<JobDone, Error> {
         let clock = R::clock();
         let call = self.start("wait", &request, clock.now());
-        let policy = PollPolicy {
-            retry: call.retry,
-            ..self.shared.config.poll_policy()
+        let policy = if call.own_retry {
+            Arc::new(PollPolicy {
+                retry: call.retry,
+                ..self.shared.config.poll_policy()
+            })
+        } else {
+            Arc::clone(&self.shared.poll_policy)
         };
         let machine = PollMachine::new(
             policy,
@@ -900,6 +910,8 @@ struct Started {
     id: u64,
     now: std::time::Instant,
     retry: RetryPolicy,
+    /// `retry` is the call's own (from its [`CallOptions`]).
+    own_retry: bool,
     timeout: Duration,
     /// The key's pace and retry budget (one lookup).
     pace: Arc<Mutex<ClientPace>>,

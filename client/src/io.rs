@@ -269,6 +269,9 @@ enum Hops<'a> {
     /// The chain is made from this request (the caller's, which outlives
     /// the call) at the first redirect.
     Later(&'a http::Request<Bytes>, RedirectPolicy),
+    /// A long poll of the caller's request: as `Later`, with the wait
+    /// parameter (name, seconds) put in its URL only at the first redirect.
+    LaterPoll(&'a http::Request<Bytes>, RedirectPolicy, &'a str, u32),
     Chain(Box<Chain>),
 }
 
@@ -279,11 +282,22 @@ impl Hops<'_> {
 
     /// What follows `response`: `None` when it is the attempt's answer.
     fn next(&mut self, response: &http::Response<Bytes>) -> Option<Next> {
-        if let Hops::Later(request, policy) = self {
-            if !response.status().is_redirection() {
-                return None;
+        match *self {
+            Hops::Later(request, policy) => {
+                if !response.status().is_redirection() {
+                    return None;
+                }
+                *self = Hops::start(request, policy);
             }
-            *self = Hops::start(request, *policy);
+            Hops::LaterPoll(request, policy, name, secs) => {
+                if !response.status().is_redirection() {
+                    return None;
+                }
+                let mut sent = copy_request(request);
+                *sent.uri_mut() = with_query_param(request.uri(), name, secs);
+                *self = Hops::start(&sent, policy);
+            }
+            Hops::Off | Hops::Chain(_) => {}
         }
         match self {
             Hops::Chain(chain) => Some(chain.next(response)),
@@ -401,9 +415,13 @@ where
         }
         sending.chain = match lasting {
             _ if self.redirects.max_hops == 0 => Hops::Off,
-            // The caller's request, as sent (a long poll's URL differs).
-            Some(lasting) if plan.long_poll.is_none() => Hops::Later(lasting, self.redirects),
-            _ => Hops::start(&request, self.redirects),
+            // The caller's request: the chain is made from it at the first
+            // redirect (a long poll's, with the wait parameter put back).
+            Some(lasting) => match plan.long_poll {
+                None => Hops::Later(lasting, self.redirects),
+                Some(secs) => Hops::LaterPoll(lasting, self.redirects, self.wait_param, secs),
+            },
+            None => Hops::start(&request, self.redirects),
         };
         sending.state = State::Flying(self.transport.send_supervised(request, plan.abort_at));
         sending

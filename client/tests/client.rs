@@ -228,6 +228,29 @@ fn call_options_override_the_budget_the_retry_rules_and_the_pace_key() {
     assert!(client.send(request).is_err(), "no retry for this call");
     assert_eq!(script.sent().len(), 1);
 
+    // A wait keeps its own retry rules too (the client's waits share one
+    // policy; a call with its own rules gets its own), and the next wait
+    // without options is back on the client's.
+    let script = Script::of(&[
+        (503, &[], ""),
+        (503, &[], ""),
+        (200, &[], r#"{"status":"passed"}"#),
+    ]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let mut request = get("/job");
+    request
+        .extensions_mut()
+        .insert(CallOptions::new().retry(retry));
+    let mut job = JsonJob::new("status");
+    assert!(
+        client.wait(request, &mut job).is_err(),
+        "no retry for this wait"
+    );
+    assert_eq!(script.sent().len(), 1);
+    let done = client.wait(get("/job"), &mut job).unwrap();
+    assert_eq!(done.state, "passed");
+    assert_eq!(script.sent().len(), 3, "the client's rules retried the 503");
+
     // Calls to one origin under two keys do not share a cool-down.
     let script = Script::of(&[(429, &[("retry-after", "5")], ""), (200, &[], "")]);
     let mut config = quiet();

@@ -342,7 +342,7 @@ where
     // The last answer of every item not yet handed out (the newest one is
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
-    let mut answers: ItemMap<u32, I::Answer> = ItemMap::default();
+    let mut answers: Kept<I::Answer> = Kept::default();
     let mut sends = 0u32;
     let mut closed = false;
     loop {
@@ -382,17 +382,9 @@ where
                 Action::SleepUntil(t) => break t,
                 Action::Stop(outcome) => {
                     hand_out(machine, io, &mut answers, &mut None);
-                    let mut kept = Vec::new();
-                    for (item, answer) in answers {
-                        let slot = item as usize;
-                        if kept.len() <= slot {
-                            kept.resize_with(slot + 1, || None);
-                        }
-                        kept[slot] = Some(answer);
-                    }
                     return Finished {
                         outcome,
-                        answers: kept,
+                        answers: answers.into_slots(),
                         sends,
                     };
                 }
@@ -474,24 +466,73 @@ where
     }
 }
 
+/// The last answer of every item not yet handed out. A call of one item
+/// (`send`, `wait`) keeps at most one, boxed in `first` (one small
+/// allocation, not a hash table's, and 16 bytes in the call's future, not
+/// an answer's size); a batch's other items go to `more`. An item is in one
+/// place at most: `first` is filled only while `more` is empty.
+struct Kept<A> {
+    first: Option<(u32, Box<A>)>,
+    more: ItemMap<u32, A>,
+}
+
+impl<A> Default for Kept<A> {
+    fn default() -> Self {
+        Kept {
+            first: None,
+            more: ItemMap::default(),
+        }
+    }
+}
+
+impl<A> Kept<A> {
+    fn insert(&mut self, item: u32, answer: A) {
+        match &mut self.first {
+            Some((i, kept)) if *i == item => **kept = answer,
+            None if self.more.is_empty() => self.first = Some((item, Box::new(answer))),
+            _ => {
+                self.more.insert(item, answer);
+            }
+        }
+    }
+
+    fn remove(&mut self, item: u32) -> Option<A> {
+        match &self.first {
+            Some((i, _)) if *i == item => self.first.take().map(|(_, a)| *a),
+            _ if self.more.is_empty() => None,
+            _ => self.more.remove(&item),
+        }
+    }
+
+    /// The answers by item number, for [`Finished::answers`].
+    fn into_slots(self) -> Vec<Option<A>> {
+        let mut slots = Vec::new();
+        let first = self.first.map(|(item, answer)| (item, *answer));
+        for (item, answer) in first.into_iter().chain(self.more) {
+            let slot = item as usize;
+            if slots.len() <= slot {
+                slots.resize_with(slot + 1, || None);
+            }
+            slots[slot] = Some(answer);
+        }
+        slots
+    }
+}
+
 /// Hands every item that ended to the `Io` with its last answer (`fresh`,
 /// the answer just received, when it is that item's), keeping the answers
 /// the `Io` gives back.
 fn hand_out<M, I>(
     machine: &mut M,
     io: &mut I,
-    answers: &mut ItemMap<u32, I::Answer>,
+    answers: &mut Kept<I::Answer>,
     fresh: &mut Option<(u32, I::Answer)>,
 ) where
     M: Machine + ?Sized,
     I: Io,
 {
     while let Some((item, outcome)) = machine.take_ended() {
-        let older = if answers.is_empty() {
-            None
-        } else {
-            answers.remove(&item)
-        };
+        let older = answers.remove(item);
         let answer = match fresh {
             Some((i, _)) if *i == item => fresh.take().map(|(_, a)| a),
             _ => older,
@@ -499,5 +540,49 @@ fn hand_out<M, I>(
         if let Some(kept) = io.ended(item, outcome, answer) {
             answers.insert(item, kept);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ItemMap, Kept};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `Kept` holds what a plain map holds, for any order of inserts
+        /// and removes over a few items (so that the inline slot is taken,
+        /// freed and retaken while the map holds others).
+        #[test]
+        fn kept_is_a_map(ops in proptest::collection::vec((any::<bool>(), 0u32..4, any::<u16>()), 0..64)) {
+            let mut kept: Kept<u16> = Kept::default();
+            let mut model: ItemMap<u32, u16> = ItemMap::default();
+            for (insert, item, value) in ops {
+                if insert {
+                    kept.insert(item, value);
+                    model.insert(item, value);
+                } else {
+                    prop_assert_eq!(kept.remove(item), model.remove(&item));
+                }
+            }
+            let mut want = Vec::new();
+            for (item, value) in model {
+                let slot = item as usize;
+                if want.len() <= slot {
+                    want.resize(slot + 1, None);
+                }
+                want[slot] = Some(value);
+            }
+            prop_assert_eq!(kept.into_slots(), want);
+        }
+    }
+
+    #[test]
+    fn one_item_keeps_its_answer_without_a_map() {
+        let mut kept: Kept<&str> = Kept::default();
+        kept.insert(0, "503");
+        kept.insert(0, "429");
+        assert!(kept.more.is_empty() && kept.more.capacity() == 0);
+        assert_eq!(kept.remove(0), Some("429"));
+        assert_eq!(kept.remove(0), None);
     }
 }

@@ -248,10 +248,14 @@ fn poll_decisions_allocate_nothing() {
     assert_eq!(m.mode(), polite_core::poll::PollMode::Backoff);
 
     // The end of the budget (issue 16): a server that ignores the wait
-    // parameter, polled to the last useful instant, then a stop.
+    // parameter, polled to the last useful instant, then a stop. The
+    // machine is made inside the count from a shared policy, as a client
+    // makes its waits: that allocates nothing either (from a `PollPolicy`
+    // value, `new` puts it in an `Arc` first, one allocation).
+    let shared = std::sync::Arc::new(PollPolicy::default());
     let (n, polls) = allocations(|| {
         let mut m = PollMachine::new(
-            PollPolicy::default(),
+            std::sync::Arc::clone(&shared),
             request,
             SplitMix64::new(3),
             t0,

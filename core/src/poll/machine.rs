@@ -1,5 +1,6 @@
 //! [`PollMachine`]: the machine that waits for a remote job.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand_core::Rng;
@@ -209,7 +210,9 @@ enum Phase {
 /// ```
 #[derive(Clone, Debug)]
 pub struct PollMachine<R> {
-    policy: PollPolicy,
+    /// Shared, not copied: a client's waits share its policy (about 900
+    /// bytes) instead of each holding its own copy for as long as it waits.
+    policy: Arc<PollPolicy>,
     request: RequestInfo,
     rng: R,
     deadline: Instant,
@@ -242,6 +245,9 @@ impl<R: Rng> PollMachine<R> {
     /// from `now`: the deadline is `now + timeout`, fixed before the first
     /// poll.
     ///
+    /// The policy is a [`PollPolicy`] or an `Arc` of one: many waits can
+    /// share one policy rather than each keep a copy.
+    ///
     /// # Errors
     ///
     /// [`PolicyError`] when the policy makes no sense.
@@ -249,14 +255,20 @@ impl<R: Rng> PollMachine<R> {
     /// ```
     /// use polite_core::{Method, PollMachine, PollPolicy, RequestId, RequestInfo};
     /// use polite_core::SplitMix64;
+    /// use std::sync::Arc;
     /// use std::time::{Duration, Instant};
     /// let t0 = Instant::now();
     /// let m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                          SplitMix64::new(1), t0, Duration::from_secs(40)).unwrap();
     /// assert_eq!(m.deadline(), t0 + Duration::from_secs(40));
+    ///
+    /// let shared = Arc::new(PollPolicy::default());
+    /// let a = PollMachine::new(Arc::clone(&shared), RequestInfo::new(RequestId(2), Method::Get),
+    ///                          SplitMix64::new(2), t0, Duration::from_secs(40)).unwrap();
+    /// assert!(std::ptr::eq(a.policy(), &*shared));
     /// ```
     pub fn new(
-        policy: PollPolicy,
+        policy: impl Into<Arc<PollPolicy>>,
         request: RequestInfo,
         rng: R,
         now: Instant,
@@ -283,12 +295,13 @@ impl<R: Rng> PollMachine<R> {
     /// assert_eq!(m.deadline(), deadline);
     /// ```
     pub fn with_deadline(
-        policy: PollPolicy,
+        policy: impl Into<Arc<PollPolicy>>,
         request: RequestInfo,
         rng: R,
         now: Instant,
         deadline: Instant,
     ) -> Result<Self, PolicyError> {
+        let policy = policy.into();
         policy.validate()?;
         Ok(PollMachine {
             abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),

@@ -72,6 +72,7 @@ pub fn names() -> Vec<&'static str> {
         "cross_origin_redirect_never_carries_the_callers_headers",
         "refused_connection_keeps_source_attempts_and_time",
         "unsendable_url_is_one_attempt",
+        "long_poll_redirect_starts_from_the_url_sent",
     ]
 }
 
@@ -324,6 +325,25 @@ where
             ensure!(permanent(&e, K::InvalidRequest)? == 1, "{e}: retried");
             ensure!(!e.to_string().contains("ftp"), "no URL in the message: {e}");
         }
+        "long_poll_redirect_starts_from_the_url_sent" => {
+            // A long poll goes out as `/job?waitSeconds=N`; its redirect to
+            // `/job` is a new URL (followed), and the next one back to `/job`
+            // is the loop. A chain started from the caller's URL, without
+            // the wait parameter, would call the first hop a loop.
+            let server =
+                Hostile::start(vec![("/job", Reply::redirect(307, "/job"))]).map_err(io)?;
+            let c = client(RedirectPolicy::default())?;
+            let mut job = polite_client::JsonJob::new("status");
+            let Err(e) = R::settle(c.wait(get(server.url("/job"))?, &mut job)).await else {
+                return Err("a redirect loop ended well".into());
+            };
+            ensure!(permanent(&e, K::TooManyRedirects)? == 1, "{e}: retried");
+            let paths: Vec<String> = server.seen().into_iter().map(|s| s.path).collect();
+            ensure!(
+                paths.len() == 2 && paths[0].starts_with("/job?waitSeconds=") && paths[1] == "/job",
+                "want the long poll, then one hop to /job; saw {paths:?}"
+            );
+        }
         other => return Err(format!("no hostile check {other}")),
     }
     Ok(())
@@ -342,7 +362,8 @@ macro_rules! hostile_tests {
             put_307_is_followed_once_body_never_resent,
             cross_origin_redirect_never_carries_the_callers_headers,
             refused_connection_keeps_source_attempts_and_time,
-            unsendable_url_is_one_attempt
+            unsendable_url_is_one_attempt,
+            long_poll_redirect_starts_from_the_url_sent
         );
     };
     (@each $run:path; $($name:ident),*) => {
