@@ -249,6 +249,46 @@ mod tests {
         assert!(late < Duration::from_millis(500), "{late:?}");
     }
 
+    /// A wake that comes while the future is being polled (the thread is
+    /// not parked), or from another thread while it parks, is not lost:
+    /// `block_on` polls again. The futures here have no timer, so a lost
+    /// wake would park the thread for good (the watchdog then fails it).
+    #[test]
+    fn a_wake_during_a_poll_is_not_lost() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut polls = 0;
+            block_on(poll_fn(|cx| {
+                polls += 1;
+                if polls == 1000 {
+                    Poll::Ready(())
+                } else {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            }));
+            let (wtx, wrx) = std::sync::mpsc::channel::<Waker>();
+            let waker_thread = std::thread::spawn(move || {
+                if let Ok(w) = wrx.recv_timeout(Duration::from_secs(5)) {
+                    w.wake();
+                }
+            });
+            let mut sent = false;
+            block_on(poll_fn(|cx| {
+                if sent {
+                    Poll::Ready(())
+                } else {
+                    sent = true;
+                    let _ = wtx.send(cx.waker().clone());
+                    Poll::Pending
+                }
+            }));
+            let _ = waker_thread.join();
+            let _ = tx.send(polls);
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1000));
+    }
+
     #[test]
     fn nested_block_on_keeps_each_level_s_wake_ups() {
         let outer = Instant::now() + Duration::from_millis(40);
