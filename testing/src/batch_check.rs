@@ -107,6 +107,15 @@ pub struct BatchChecker {
     /// The instant of the batch's latest `SleepUntil`, until its next
     /// action or input (the `head-of-line` rule looks at it).
     sleeping: Option<Instant>,
+    /// How many of `outcomes` are set (see [`outcomes_since`](Self::outcomes_since)).
+    seen: u32,
+    /// An item with an outcome seen heard a late answer since the last
+    /// look: `late-success` must look at every item again.
+    recheck: bool,
+    /// No item before this one is waiting to start (never sent, no
+    /// outcome): what the `head-of-line` rule looks for, which only moves
+    /// forward.
+    first_waiting: usize,
 }
 
 /// SPEC §4: a refused throttle answers "when the oldest send ages out,
@@ -211,6 +220,9 @@ impl BatchChecker {
             keyed: false,
             keys: Vec::new(),
             sleeping: None,
+            seen: 0,
+            recheck: false,
+            first_waiting: 0,
         }
     }
 
@@ -333,20 +345,19 @@ impl BatchChecker {
         let Some(key) = self.key(slot) else {
             return true; // never sent, never heard of
         };
+        // `t + window + MARGIN`, in one addition: an instant past the
+        // end of time either way when the sum overflows a `Duration`.
+        let span = window.checked_add(MARGIN);
         let recent = key
             .sent
             .iter()
-            .filter(|t| {
-                t.checked_add(window)
-                    .and_then(|e| e.checked_add(MARGIN))
-                    .is_none_or(|e| e > now)
-            })
+            .filter(|t| span.and_then(|s| t.checked_add(s)).is_none_or(|e| e > now))
             .count();
         !key.tainted && key.cool_until.is_none_or(|c| c <= now) && recent < limit as usize
     }
 
     /// The `head-of-line` rule, after the batch chose to wait at `now`.
-    fn check_head_of_line(&self, now: Instant) -> Result<(), Violation> {
+    fn check_head_of_line(&mut self, now: Instant) -> Result<(), Violation> {
         if !self.keyed
             || self.cancelled
             || self.stopped.is_some()
@@ -355,15 +366,36 @@ impl BatchChecker {
         {
             return Ok(());
         }
-        let waiting = |k: &usize| self.items[*k].sends == 0 && self.outcomes[*k].is_none();
-        let Some(oldest) = (0..self.outcomes.len()).find(waiting) else {
+        // Items before `first_waiting` are not waiting, and never will be
+        // again (sends and outcomes are never taken back).
+        let oldest = (self.first_waiting..self.outcomes.len())
+            .find(|&k| self.items[k].sends == 0 && self.outcomes[k].is_none());
+        self.first_waiting = oldest.unwrap_or(self.outcomes.len());
+        let Some(oldest) = oldest else {
             return Ok(());
         };
+        let waiting = |k: &usize| self.items[*k].sends == 0 && self.outcomes[*k].is_none();
         let reach = self.policy.concurrency.saturating_mul(LOOKAHEAD) as usize;
         let end = oldest.saturating_add(reach).min(self.outcomes.len());
+        // Whether a key is plainly free does not change within this look:
+        // asked once per key (for the first few keys; more are asked
+        // every time).
+        let mut asked: [(u32, bool); 4] = [(0, false); 4];
+        let mut n_asked = 0;
+        let mut free = |slot: u32| {
+            if let Some(&(_, f)) = asked[..n_asked].iter().find(|(s, _)| *s == slot) {
+                return f;
+            }
+            let f = self.plainly_free(slot, now);
+            if n_asked < asked.len() {
+                asked[n_asked] = (slot, f);
+                n_asked += 1;
+            }
+            f
+        };
         if let Some(k) = (oldest..end)
             .filter(waiting)
-            .find(|&k| self.plainly_free(self.items[k].slot, now))
+            .find(|&k| free(self.items[k].slot))
         {
             return violation(
                 "head-of-line",
@@ -525,6 +557,8 @@ impl BatchChecker {
             self.in_flight -= 1;
             if now >= self.deadline && !self.cancelled {
                 it.late = true;
+                // `late-success` applies to an outcome seen before, too.
+                self.recheck = true;
             }
         }
     }
@@ -751,58 +785,152 @@ impl BatchChecker {
                 format!("{} outcomes for {} items", items.len(), self.outcomes.len()),
             );
         }
+        self.recheck = false;
         // The first item newly starved while its key was plainly free
         // (`starved-key`, reported after the per-item rules, as before):
         // found in the same pass, without collecting the starved items.
         let mut starved_free = None;
         for (k, now) in items.iter().enumerate() {
-            let seen = self.outcomes[k];
-            if let Some(seen) = seen {
-                // Set before: it must not change (and stays as it is; the
-                // rules on the outcome itself are checked below again).
-                if Some(seen) != *now {
-                    return violation(
-                        "outcome-changed",
-                        format!("item {k}: {:?} then {now:?}", Some(seen)),
-                    );
-                }
-            } else if now.is_none() {
-                // Still running: every rule below is about an outcome.
-                // (Called after every step, this is most items most of
-                // the time.)
+            // Seen before and unchanged, neither starved nor answered late:
+            // no rule of `item_outcome` can apply (checked inline, as it is
+            // most items once the batch is under way).
+            if let (Some(seen), Some(o)) = (&self.outcomes[k], now)
+                && seen == o
+                && !self.items[k].late
+                && !matches!(o, Outcome::Starved { .. })
+            {
                 continue;
-            } else {
-                if self.keyed
-                    && starved_free.is_none()
-                    && matches!(now, Some(Outcome::Starved { .. }))
-                    && self
-                        .now
-                        .is_some_and(|at| self.plainly_free(self.items[k].slot, at))
-                {
-                    starved_free = Some(k);
-                }
-                self.outcomes[k] = *now;
             }
-            if let Some(Outcome::Starved { until, .. }) = now
-                && *until < self.deadline
-            {
-                return violation(
-                    "starved-early",
-                    format!(
-                        "item {k} starved although the pace could send at {until:?}, before the deadline"
-                    ),
-                );
-            }
-            if self.items[k].late
-                && let Some(o) = now
-                && !matches!(o, Outcome::TimedOut { .. })
-            {
-                return violation(
-                    "late-success",
-                    format!("item {k} answered at/after the deadline ended {o:?}"),
-                );
-            }
+            self.item_outcome(k, now, &mut starved_free)?;
         }
+        self.after_items(items, starved_free)
+    }
+
+    /// [`outcomes`](Self::outcomes), told by the batch how many items have
+    /// ended so far and which ended last
+    /// ([`BatchMachine::ended_count`](polite_core::BatchMachine::ended_count)
+    /// and [`last_ended`](polite_core::BatchMachine::last_ended)): when
+    /// that is as many as the checker has seen, it skips the per-item
+    /// rules (no outcome is new); one more, it looks at item `last_ended`
+    /// only; otherwise at every item, as `outcomes` does. The batch's
+    /// rules (`starved-key`, `head-of-line`, and at `Stop` every rule on
+    /// every item, `outcome-changed` included) are checked as by
+    /// `outcomes`, so a batch whose count is right gets the same verdict,
+    /// and the same first violation, at a cost that does not grow with
+    /// its size. What it trusts: that an outcome set without counting
+    /// does not stay unseen until `Stop` (it is seen by the next full look:
+    /// a count that does not match, a late answer, or the `Stop`).
+    ///
+    /// # Errors
+    ///
+    /// The [`Violation`] it breaks.
+    ///
+    /// ```
+    /// # use polite_testing::BatchChecker;
+    /// # use polite_core::{Action, BatchPolicy, Outcome, Method, RequestId, RequestInfo};
+    /// # use std::time::{Duration, Instant};
+    /// # let t0 = Instant::now();
+    /// # let policy = BatchPolicy::default();
+    /// # let requests = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// # let deadline = t0 + Duration::from_secs(10);
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// let done = Some(Outcome::Succeeded { status: 200 });
+    /// c.outcomes_since(&[None, done], 1, Some(1)).unwrap();
+    /// // Item 0 ends without being counted: not looked at before the Stop...
+    /// c.outcomes_since(&[done, Some(Outcome::Cancelled)], 1, Some(1)).unwrap();
+    /// // ... where every item is (item 1 changed).
+    /// c.output(t0, &Action::Stop(Outcome::BatchDone { succeeded: 2, failed: 0 })).unwrap();
+    /// let err = c.outcomes_since(&[done, Some(Outcome::Cancelled)], 2, Some(0)).unwrap_err();
+    /// assert_eq!(err.rule, "outcome-changed");
+    /// ```
+    pub fn outcomes_since(
+        &mut self,
+        items: &[Option<Outcome>],
+        ended: u32,
+        last: Option<u32>,
+    ) -> Result<(), Violation> {
+        if items.len() != self.outcomes.len() || self.stopped.is_some() || self.recheck {
+            return self.outcomes(items);
+        }
+        let mut starved_free = None;
+        if ended == self.seen {
+            // No outcome is new.
+        } else if let Some(k) = last
+            && ended == self.seen.wrapping_add(1)
+            && let Some(now) = items.get(k as usize)
+        {
+            self.item_outcome(k as usize, now, &mut starved_free)?;
+        } else {
+            return self.outcomes(items);
+        }
+        self.after_items(items, starved_free)
+    }
+
+    /// The rules of [`outcomes`](Self::outcomes) on item `k`, whose
+    /// outcome is `now`.
+    #[inline]
+    fn item_outcome(
+        &mut self,
+        k: usize,
+        now: &Option<Outcome>,
+        starved_free: &mut Option<usize>,
+    ) -> Result<(), Violation> {
+        let seen = self.outcomes[k];
+        if let Some(seen) = seen {
+            // Set before: it must not change (and stays as it is; the
+            // rules on the outcome itself are checked below again).
+            if Some(seen) != *now {
+                return violation(
+                    "outcome-changed",
+                    format!("item {k}: {:?} then {now:?}", Some(seen)),
+                );
+            }
+        } else if now.is_none() {
+            // Still running: every rule below is about an outcome.
+            // (Called after every step, this is most items most of
+            // the time.)
+            return Ok(());
+        } else {
+            if self.keyed
+                && starved_free.is_none()
+                && matches!(now, Some(Outcome::Starved { .. }))
+                && self
+                    .now
+                    .is_some_and(|at| self.plainly_free(self.items[k].slot, at))
+            {
+                *starved_free = Some(k);
+            }
+            self.outcomes[k] = *now;
+            self.seen += 1;
+        }
+        if let Some(Outcome::Starved { until, .. }) = now
+            && *until < self.deadline
+        {
+            return violation(
+                "starved-early",
+                format!(
+                    "item {k} starved although the pace could send at {until:?}, before the deadline"
+                ),
+            );
+        }
+        if self.items[k].late
+            && let Some(o) = now
+            && !matches!(o, Outcome::TimedOut { .. })
+        {
+            return violation(
+                "late-success",
+                format!("item {k} answered at/after the deadline ended {o:?}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// The rules of [`outcomes`](Self::outcomes) after the per-item ones.
+    fn after_items(
+        &mut self,
+        items: &[Option<Outcome>],
+        starved_free: Option<usize>,
+    ) -> Result<(), Violation> {
         if let Some(k) = starved_free {
             return violation(
                 "starved-key",

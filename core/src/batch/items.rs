@@ -111,6 +111,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         item.done = Some(o);
         item.started = true;
         self.ended += 1;
+        self.last_ended = Some(i as u32);
         if !self.single {
             self.skip_started();
         }

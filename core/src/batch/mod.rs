@@ -243,6 +243,8 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     fresh: u32,
     in_flight: u32,
     ended: u32,
+    /// The item that ended last (see [`last_ended`](Self::last_ended)).
+    last_ended: Option<u32>,
     deadline: Instant,
     now: Instant,
     /// The earliest `Wait::Retry`/`Wait::Restart` instant.
@@ -370,6 +372,7 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
             fresh: 0,
             in_flight: 0,
             ended: 0,
+            last_ended: None,
             deadline,
             now,
             next_wake: None,
@@ -494,6 +497,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             fresh: self.fresh,
             in_flight: self.in_flight,
             ended: self.ended,
+            last_ended: self.last_ended,
             deadline: self.deadline,
             now: self.now,
             next_wake: self.next_wake,
@@ -745,6 +749,61 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     #[must_use]
     pub fn outcomes(&self) -> &[Option<Outcome>] {
         &self.outcomes
+    }
+
+    /// How many items have ended so far: how many of
+    /// [`outcomes`](Self::outcomes) are `Some` (every item ends once; a
+    /// streaming batch counts the items it handed out too). With
+    /// [`last_ended`](Self::last_ended), a caller that looks at the
+    /// outcomes after every step can look only at what changed: the same
+    /// count as at its last look, no outcome was set since; one more, only
+    /// item `last_ended` was.
+    ///
+    /// ```
+    /// use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
+    ///                   RequestInfo, Response};
+    /// use polite_core::pace::Unpaced;
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant, UNIX_EPOCH};
+    /// let t0 = Instant::now();
+    /// let reqs = vec![RequestInfo::new(RequestId(1), Method::Get); 3];
+    /// let mut b = BatchMachine::new(BatchPolicy::default(), reqs, SplitMix64::new(1), Unpaced, t0,
+    ///                               Duration::from_secs(5)).unwrap();
+    /// let Action::Send(first) = b.poll_action() else { unreachable!() };
+    /// let Action::Send(second) = b.poll_action() else { unreachable!() };
+    /// assert_eq!((b.ended_count(), b.last_ended()), (0, None));
+    /// b.handle(t0, Event::Response(Response::new(second.id, 404, UNIX_EPOCH)));
+    /// assert_eq!((b.ended_count(), b.last_ended()), (1, Some(second.id.item)));
+    /// assert_eq!(b.outcomes()[1], Some(Outcome::NotRetryable { status: 404 }));
+    /// // A cancel ends the two others at once: two more (item 2 last).
+    /// b.handle(t0, Event::Cancel);
+    /// assert_eq!((b.ended_count(), b.last_ended()), (3, Some(2)));
+    /// # let _ = first;
+    /// ```
+    #[must_use]
+    pub fn ended_count(&self) -> u32 {
+        self.ended
+    }
+
+    /// The item whose outcome was set last, if any has ended (see
+    /// [`ended_count`](Self::ended_count)).
+    ///
+    /// ```
+    /// use polite_core::{BatchMachine, BatchPolicy, Event, Method, RequestId, RequestInfo};
+    /// use polite_core::pace::Unpaced;
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let reqs = vec![RequestInfo::new(RequestId(1), Method::Get); 2];
+    /// let mut b = BatchMachine::new(BatchPolicy::default(), reqs, SplitMix64::new(1), Unpaced, t0,
+    ///                               Duration::from_secs(5)).unwrap();
+    /// assert_eq!(b.last_ended(), None);
+    /// b.handle(t0, Event::Cancel);
+    /// assert_eq!(b.last_ended(), Some(1));
+    /// ```
+    #[must_use]
+    pub fn last_ended(&self) -> Option<u32> {
+        self.last_ended
     }
 
     /// The batch's outcome, once it has stopped.
