@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use crate::input::{Event, JobReport, Response, RetryClass, SendId, TransportErrorKind};
-use crate::item_map::ItemMap;
+use crate::item_map::ItemSlots;
 use crate::machine::Machine;
 use crate::outcome::Outcome;
 use crate::output::{Action, Notice, SendPlan};
@@ -384,7 +384,7 @@ where
                     hand_out(machine, io, &mut answers, &mut None);
                     return Finished {
                         outcome,
-                        answers: answers.into_slots(),
+                        answers: into_slots(answers),
                         sends,
                     };
                 }
@@ -461,62 +461,27 @@ where
         }
         hand_out(machine, io, &mut answers, &mut fresh);
         if let Some((item, answer)) = fresh.take() {
-            answers.insert(item, answer);
+            answers.insert(item, Box::new(answer));
         }
     }
 }
 
 /// The last answer of every item not yet handed out. A call of one item
-/// (`send`, `wait`) keeps at most one, boxed in `first` (one small
-/// allocation, not a hash table's, and 16 bytes in the call's future, not
-/// an answer's size); a batch's other items go to `more`. An item is in one
-/// place at most: `first` is filled only while `more` is empty.
-struct Kept<A> {
-    first: Option<(u32, Box<A>)>,
-    more: ItemMap<u32, A>,
-}
+/// (`send`, `wait`) keeps at most one: inline in [`ItemSlots`] (no hash
+/// table), and boxed (16 bytes in the call's future, not an answer's size).
+type Kept<A> = ItemSlots<u32, Box<A>>;
 
-impl<A> Default for Kept<A> {
-    fn default() -> Self {
-        Kept {
-            first: None,
-            more: ItemMap::default(),
+/// The answers by item number, for [`Finished::answers`].
+fn into_slots<A>(kept: Kept<A>) -> Vec<Option<A>> {
+    let mut slots = Vec::new();
+    for (item, answer) in kept {
+        let slot = item as usize;
+        if slots.len() <= slot {
+            slots.resize_with(slot + 1, || None);
         }
+        slots[slot] = Some(*answer);
     }
-}
-
-impl<A> Kept<A> {
-    fn insert(&mut self, item: u32, answer: A) {
-        match &mut self.first {
-            Some((i, kept)) if *i == item => **kept = answer,
-            None if self.more.is_empty() => self.first = Some((item, Box::new(answer))),
-            _ => {
-                self.more.insert(item, answer);
-            }
-        }
-    }
-
-    fn remove(&mut self, item: u32) -> Option<A> {
-        match &self.first {
-            Some((i, _)) if *i == item => self.first.take().map(|(_, a)| *a),
-            _ if self.more.is_empty() => None,
-            _ => self.more.remove(&item),
-        }
-    }
-
-    /// The answers by item number, for [`Finished::answers`].
-    fn into_slots(self) -> Vec<Option<A>> {
-        let mut slots = Vec::new();
-        let first = self.first.map(|(item, answer)| (item, *answer));
-        for (item, answer) in first.into_iter().chain(self.more) {
-            let slot = item as usize;
-            if slots.len() <= slot {
-                slots.resize_with(slot + 1, || None);
-            }
-            slots[slot] = Some(answer);
-        }
-        slots
-    }
+    slots
 }
 
 /// Hands every item that ended to the `Io` with its last answer (`fresh`,
@@ -532,57 +497,13 @@ fn hand_out<M, I>(
     I: Io,
 {
     while let Some((item, outcome)) = machine.take_ended() {
-        let older = answers.remove(item);
+        let older = answers.remove(&item).map(|a| *a);
         let answer = match fresh {
             Some((i, _)) if *i == item => fresh.take().map(|(_, a)| a),
             _ => older,
         };
         if let Some(kept) = io.ended(item, outcome, answer) {
-            answers.insert(item, kept);
+            answers.insert(item, Box::new(kept));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{ItemMap, Kept};
-    use proptest::prelude::*;
-
-    proptest! {
-        /// `Kept` holds what a plain map holds, for any order of inserts
-        /// and removes over a few items (so that the inline slot is taken,
-        /// freed and retaken while the map holds others).
-        #[test]
-        fn kept_is_a_map(ops in proptest::collection::vec((any::<bool>(), 0u32..4, any::<u16>()), 0..64)) {
-            let mut kept: Kept<u16> = Kept::default();
-            let mut model: ItemMap<u32, u16> = ItemMap::default();
-            for (insert, item, value) in ops {
-                if insert {
-                    kept.insert(item, value);
-                    model.insert(item, value);
-                } else {
-                    prop_assert_eq!(kept.remove(item), model.remove(&item));
-                }
-            }
-            let mut want = Vec::new();
-            for (item, value) in model {
-                let slot = item as usize;
-                if want.len() <= slot {
-                    want.resize(slot + 1, None);
-                }
-                want[slot] = Some(value);
-            }
-            prop_assert_eq!(kept.into_slots(), want);
-        }
-    }
-
-    #[test]
-    fn one_item_keeps_its_answer_without_a_map() {
-        let mut kept: Kept<&str> = Kept::default();
-        kept.insert(0, "503");
-        kept.insert(0, "429");
-        assert!(kept.more.is_empty() && kept.more.capacity() == 0);
-        assert_eq!(kept.remove(0), Some("429"));
-        assert_eq!(kept.remove(0), None);
     }
 }
