@@ -29,11 +29,6 @@ use crate::meter::{CallMeter, Origin};
 use crate::options::CallOptions;
 use crate::paces::{ClientBudget, PaceKey, Paces};
 
-/// A request's pace slot in its batch, put in its extensions as it is
-/// pulled; read by [`request_info`](crate::request_info).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PaceSlot(pub(crate) u32);
-
 /// One key of a batch: its pace (metered for the call), its budget, and
 /// how many items in progress use it.
 struct Slot {
@@ -48,6 +43,9 @@ struct Slot {
 #[derive(Default)]
 struct Slots {
     by_key: HashMap<PaceKey, u32>,
+    /// The key numbered last and its slot, while that slot is held (most
+    /// batches pull item after item for the same key: no lookup then).
+    last: Option<(PaceKey, u32)>,
     slots: ItemMap<u32, Slot>,
     /// The slot of each item in progress.
     items: ItemMap<u32, u32>,
@@ -90,15 +88,27 @@ impl<'c> BatchPaces<'c> {
 
     /// Numbers the key of `request`, item `item` of the batch, at `now`:
     /// its [`CallOptions::pace_key`], else its key by the client's
-    /// [`PaceBy`](crate::PaceBy); and marks the request with its slot.
-    pub(crate) fn assign(&self, item: u32, request: &mut http::Request<Bytes>, now: Instant) {
+    /// [`PaceBy`](crate::PaceBy). Returns the item's slot (its
+    /// [`RequestInfo::pace_slot`](polite_core::RequestInfo::pace_slot)).
+    /// `now` is read only when the key is new to the batch.
+    pub(crate) fn assign(
+        &self,
+        item: u32,
+        request: &http::Request<Bytes>,
+        now: impl FnOnce() -> Instant,
+    ) -> u32 {
         let key = CallOptions::of(request)
             .pace_key
             .unwrap_or_else(|| self.paces.key_of(request));
         let mut s = self.lock();
-        let slot = match s.by_key.get(&key) {
-            Some(&slot) => slot,
+        let last = match &s.last {
+            Some((k, slot)) if *k == key => Some(*slot),
+            _ => None,
+        };
+        let slot = match last.or_else(|| s.by_key.get(&key).copied()) {
+            Some(slot) => slot,
             None => {
+                let now = now();
                 let slot = s.next;
                 s.next = s.next.wrapping_add(1);
                 let origin = Origin::new(&key, self.paces.get(&key, now));
@@ -108,7 +118,7 @@ impl<'c> BatchPaces<'c> {
                 s.slots.insert(
                     slot,
                     Slot {
-                        key,
+                        key: key.clone(),
                         origin,
                         pace,
                         budget,
@@ -123,8 +133,10 @@ impl<'c> BatchPaces<'c> {
             self.meter.item(item, &e.origin);
         }
         s.items.insert(item, slot);
-        drop(s);
-        request.extensions_mut().insert(PaceSlot(slot));
+        if last.is_none() {
+            s.last = Some((key, slot));
+        }
+        slot
     }
 
     /// Item `item` ended: the last item of a key gives its slot back (the
@@ -140,6 +152,9 @@ impl<'c> BatchPaces<'c> {
         });
         if gone && let Some(e) = s.slots.remove(&slot) {
             s.by_key.remove(&e.key);
+            if s.last.as_ref().is_some_and(|(_, l)| *l == slot) {
+                s.last = None;
+            }
         }
     }
 
@@ -199,10 +214,6 @@ mod tests {
         http::Request::get(url).body(Bytes::new()).unwrap()
     }
 
-    fn slot(r: &http::Request<Bytes>) -> u32 {
-        r.extensions().get::<PaceSlot>().unwrap().0
-    }
-
     #[test]
     fn keys_are_numbered_as_pulled_and_given_back_when_their_items_end() {
         let paces = Paces::new(&Config::default()).unwrap();
@@ -210,17 +221,18 @@ mod tests {
         let first = PaceKey::new("http://127.0.0.1:1");
         let meter = CallMeter::start("batch", &first, &paces.get(&first, t0), t0);
         let mut set = BatchPaces::new(&paces, meter);
-        let mut a1 = req("http://127.0.0.1:1/x");
-        let mut b = req("http://127.0.0.1:2/x");
-        let mut a2 = req("http://127.0.0.1:1/y?q=1");
+        let a1 = req("http://127.0.0.1:1/x");
+        let b = req("http://127.0.0.1:2/x");
+        let a2 = req("http://127.0.0.1:1/y?q=1");
         let mut own = req("http://127.0.0.1:2/x");
         own.extensions_mut()
             .insert(CallOptions::new().pace_key(PaceKey::new("tenant-7")));
-        for (item, r) in [&mut a1, &mut b, &mut a2, &mut own].into_iter().enumerate() {
-            set.assign(item as u32, r, t0);
-        }
-        assert_eq!((slot(&a1), slot(&b), slot(&a2), slot(&own)), (0, 1, 0, 2));
-        assert_eq!(crate::request_info(1, &b).pace_slot, 1);
+        let slots: Vec<u32> = [&a1, &b, &a2, &own]
+            .into_iter()
+            .enumerate()
+            .map(|(item, r)| set.assign(item as u32, r, || t0))
+            .collect();
+        assert_eq!(slots, [0, 1, 0, 2]);
         assert_eq!(set.keys(), 3);
         // A's cool-down is A's only, and it is the client's pace of A.
         set.cool_down_slot(0, t0 + Duration::from_secs(5));
@@ -233,9 +245,8 @@ mod tests {
         assert_eq!(set.keys(), 3);
         set.release(2);
         assert_eq!(set.keys(), 2);
-        let mut a3 = req("http://127.0.0.1:1/z");
-        set.assign(4, &mut a3, t0);
-        assert_eq!(slot(&a3), 3);
+        let a3 = req("http://127.0.0.1:1/z");
+        assert_eq!(set.assign(4, &a3, || t0), 3);
         // ... still paced by the client's pace of A.
         assert!(set.acquire_slot(3, t0).is_err());
     }

@@ -18,7 +18,7 @@ use polite_core::{
 };
 
 use crate::answer::HttpAnswer;
-use crate::batch_paces::{BatchPaces, PaceSlot};
+use crate::batch_paces::BatchPaces;
 use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
@@ -91,14 +91,10 @@ impl<R, T> Clone for Client<R, T> {
 /// ```
 #[must_use]
 pub fn request_info(id: u64, request: &http::Request<Bytes>) -> RequestInfo {
-    let mut info = RequestInfo::new(
+    let info = RequestInfo::new(
         RequestId(id),
         Method::parse(request.method().as_str().as_bytes()),
     );
-    // A batch item's key, numbered as the batch pulled it.
-    if let Some(PaceSlot(slot)) = request.extensions().get::<PaceSlot>() {
-        info = info.with_pace_slot(*slot);
-    }
     if request.headers().contains_key("idempotency-key") {
         info.with_idempotency_key()
     } else {
@@ -776,10 +772,10 @@ where
         .rate_limit_headers(config.rate_limit_headers);
         let numbering = keyed.clone();
         let mut pulled = 0u32;
-        let source = source.map(move |mut request| {
-            numbering.assign(pulled, &mut request, R::clock().now());
+        let source = source.map(move |request| {
+            let slot = numbering.assign(pulled, &request, || R::clock().now());
             pulled = pulled.wrapping_add(1);
-            request
+            (request, slot)
         });
         let (out, gate, sink) = crate::stream::channel(order, config.concurrency);
         let pull_gate = sink.gate();

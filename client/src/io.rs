@@ -12,7 +12,7 @@ use polite_core::{Outcome, SendPlan, TransportErrorKind};
 
 use crate::answer::HttpAnswer;
 use crate::error::TransportError;
-use crate::items::ItemMap;
+use crate::items::ItemSlots;
 use crate::meter::CallMeter;
 use crate::redirect::{Chain, Next, RedirectPolicy};
 use crate::transport::{Cancel, Clock, Transport};
@@ -44,17 +44,17 @@ impl std::fmt::Debug for Requests<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Requests::Slice(r) => write!(f, "Slice({})", r.len()),
-            Requests::Pulled(p) => write!(f, "Pulled(next {}, {} active)", p.next, p.active.len()),
+            Requests::Pulled(p) => write!(f, "Pulled(next {})", p.next),
         }
     }
 }
 
-/// A streaming batch's requests: the source, the requests of the items
-/// started and not yet ended (memory bounded by the machine's window), and
-/// what to do with each item's end.
+/// A streaming batch's requests: the source (each request with its pace
+/// slot), and what to do with each item's end. The requests of the items
+/// started and not yet ended are kept per item (memory bounded by the
+/// machine's window) in the call's [`Shared`] state.
 struct Pulled<'a> {
-    source: Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'a>,
-    active: ItemMap<u32, http::Request<Bytes>>,
+    source: Box<dyn Iterator<Item = (http::Request<Bytes>, u32)> + Send + 'a>,
     next: u32,
     /// The request id of item 0 (item `k` has `first_id + k`).
     first_id: u64,
@@ -99,6 +99,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
 
     /// An `Io` that pulls its requests from `source` as the machine wants
     /// them (for [`BatchMachine::streaming`](polite_core::BatchMachine::streaming)),
+    /// each with its pace slot ([`RequestInfo::pace_slot`](polite_core::RequestInfo::pace_slot)),
     /// item `k` with request id `first_id + k`, and hands each item's end to
     /// `sink` (its outcome, last answer, sends and last transport error),
     /// keeping only the requests of items in progress. With a `window`, an
@@ -110,7 +111,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         transport: &'a T,
         clock: K,
         cancel: C,
-        source: Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'a>,
+        source: Box<dyn Iterator<Item = (http::Request<Bytes>, u32)> + Send + 'a>,
         first_id: u64,
         gate: Arc<crate::stream::Gate>,
         wait_param: &'a str,
@@ -122,7 +123,6 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             cancel,
             requests: Requests::Pulled(Box::new(Pulled {
                 source,
-                active: ItemMap::default(),
                 next: 0,
                 first_id,
                 gate,
@@ -163,7 +163,9 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
     /// How many sends item `item` has had so far.
     #[must_use]
     pub fn sends(&self, item: usize) -> u32 {
-        failures(&self.shared).get(&item).map_or(0, |f| f.sends)
+        failures(&self.shared)
+            .get(&item)
+            .map_or(0, |f| f.failure.sends)
     }
 
     /// Takes the transport error of item `item`'s latest send, when that
@@ -171,7 +173,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
     pub fn take_error(&self, item: usize) -> Option<TransportError> {
         failures(&self.shared)
             .get_mut(&item)
-            .and_then(|f| f.error.take())
+            .and_then(|f| f.failure.error.take())
     }
 }
 
@@ -233,10 +235,20 @@ pub fn copy_request(r: &http::Request<Bytes>) -> http::Request<Bytes> {
     out
 }
 
-/// What one call's sends left behind, per item (only items in progress,
-/// for a streaming batch): how many sends, and the transport error of the
-/// item's latest send when it got no answer.
-type Failures = ItemMap<usize, Failure>;
+/// What one call keeps per item (only items in progress, for a streaming
+/// batch): what its sends left behind, and a streaming batch's request.
+#[derive(Debug, Default)]
+struct PerItem {
+    /// How many sends, and the transport error of the item's latest send
+    /// when it got no answer.
+    failure: Failure,
+    /// A streaming batch: the item's request (each attempt sends a copy;
+    /// a redirect chain starts from it).
+    request: Option<http::Request<Bytes>>,
+}
+
+/// Inline for a call of one item (`send`, `wait`): no table allocated.
+type Failures = ItemSlots<usize, PerItem>;
 
 type Shared = Arc<Mutex<Failures>>;
 
@@ -272,6 +284,9 @@ enum Hops<'a> {
     /// A long poll of the caller's request: as `Later`, with the wait
     /// parameter (name, seconds) put in its URL only at the first redirect.
     LaterPoll(&'a http::Request<Bytes>, RedirectPolicy, &'a str, u32),
+    /// The chain is made at the first redirect from the item's request as
+    /// the call keeps it (a streaming batch's).
+    Kept(RedirectPolicy),
     Chain(Box<Chain>),
 }
 
@@ -280,22 +295,30 @@ impl Hops<'_> {
         Chain::start(request, policy).map_or(Hops::Off, |c| Hops::Chain(Box::new(c)))
     }
 
-    /// What follows `response`: `None` when it is the attempt's answer.
-    fn next(&mut self, response: &http::Response<Bytes>) -> Option<Next> {
+    /// What follows `response` to item `item`'s attempt: `None` when it
+    /// is the attempt's answer.
+    fn next(
+        &mut self,
+        response: &http::Response<Bytes>,
+        shared: &Shared,
+        item: usize,
+    ) -> Option<Next> {
+        let later = matches!(self, Hops::Later(..) | Hops::LaterPoll(..) | Hops::Kept(_));
+        if later && !response.status().is_redirection() {
+            return None;
+        }
         match *self {
-            Hops::Later(request, policy) => {
-                if !response.status().is_redirection() {
-                    return None;
-                }
-                *self = Hops::start(request, policy);
-            }
+            Hops::Later(request, policy) => *self = Hops::start(request, policy),
             Hops::LaterPoll(request, policy, name, secs) => {
-                if !response.status().is_redirection() {
-                    return None;
-                }
                 let mut sent = copy_request(request);
                 *sent.uri_mut() = with_query_param(request.uri(), name, secs);
                 *self = Hops::start(&sent, policy);
+            }
+            Hops::Kept(policy) => {
+                *self = failures(shared)
+                    .get(&item)
+                    .and_then(|f| f.request.as_ref())
+                    .map_or(Hops::Off, |request| Hops::start(request, policy));
             }
             Hops::Off | Hops::Chain(_) => {}
         }
@@ -318,7 +341,10 @@ impl<T: Transport> std::fmt::Debug for Sending<'_, T> {
 impl<T: Transport> Sending<'_, T> {
     fn fail(&mut self, error: TransportError) -> Poll<Result<HttpAnswer, TransportErrorKind>> {
         let kind = error.kind();
-        failures(&self.shared).entry(self.item).or_default().error = Some(error);
+        failures(&self.shared)
+            .get_or_insert_with(self.item, PerItem::default)
+            .failure
+            .error = Some(error);
         Poll::Ready(Err(kind))
     }
 }
@@ -346,7 +372,7 @@ where
                 Poll::Ready(Err(e)) => return this.fail(e),
                 Poll::Ready(Ok(r)) => r,
             };
-            match this.chain.next(&response) {
+            match this.chain.next(&response, &this.shared, this.item) {
                 Some(Next::Follow(next)) => {
                     this.state =
                         State::Flying(this.transport.send_supervised(*next, this.abort_at));
@@ -354,7 +380,7 @@ where
                 Some(Next::Fail(e)) => return this.fail(e),
                 Some(Next::Done) | None => {
                     if let Some(f) = failures(&this.shared).get_mut(&this.item) {
-                        f.error = None; // an answer supersedes an earlier error
+                        f.failure.error = None; // an answer supersedes an earlier error
                     }
                     return Poll::Ready(Ok(HttpAnswer(response)));
                 }
@@ -386,11 +412,6 @@ where
             meter.sent(plan, || self.clock.now());
         }
         let item = plan.id.item as usize;
-        {
-            let mut f = failures(&self.shared);
-            let f = f.entry(item).or_default();
-            f.sends = f.sends.saturating_add(1);
-        }
         let mut sending = Sending {
             transport: self.transport,
             state: State::Failed(Some(TransportError::new(
@@ -401,15 +422,20 @@ where
             shared: Arc::clone(&self.shared),
             item,
         };
+        let mut items = failures(&self.shared);
+        let entry = items.get_or_insert_with(item, PerItem::default);
+        entry.failure.sends = entry.failure.sends.saturating_add(1);
         // No such item: a machine asked for a request that does not exist.
         let (template, lasting) = match &self.requests {
             Requests::Slice(r) => (r.get(item), r.get(item)),
-            Requests::Pulled(p) => (p.active.get(&plan.id.item), None),
+            Requests::Pulled(_) => (entry.request.as_ref(), None),
         };
         let Some(template) = template else {
             return sending;
         };
         let mut request = copy_request(template);
+        let pulled = matches!(self.requests, Requests::Pulled(_));
+        drop(items);
         if let Some(secs) = plan.long_poll {
             *request.uri_mut() = with_query_param(request.uri(), self.wait_param, secs);
         }
@@ -421,6 +447,9 @@ where
                 None => Hops::Later(lasting, self.redirects),
                 Some(secs) => Hops::LaterPoll(lasting, self.redirects, self.wait_param, secs),
             },
+            // A streaming batch's item (never a long poll): from the request
+            // the call keeps, at the first redirect.
+            None if pulled && plan.long_poll.is_none() => Hops::Kept(self.redirects),
             None => Hops::start(&request, self.redirects),
         };
         sending.state = State::Flying(self.transport.send_supervised(request, plan.abort_at));
@@ -446,13 +475,20 @@ where
         if !p.gate.open(p.next) {
             return Pull::Later;
         }
-        let Some(request) = p.source.next() else {
+        let Some((request, slot)) = p.source.next() else {
             return Pull::Done;
         };
         let item = p.next;
         p.next = p.next.saturating_add(1);
-        let info = crate::client::request_info(p.first_id.wrapping_add(u64::from(item)), &request);
-        p.active.insert(item, request);
+        let info = crate::client::request_info(p.first_id.wrapping_add(u64::from(item)), &request)
+            .with_pace_slot(slot);
+        failures(&self.shared).insert(
+            item as usize,
+            PerItem {
+                failure: Failure::default(),
+                request: Some(request),
+            },
+        );
         Pull::Item(info)
     }
 
@@ -477,14 +513,13 @@ where
         let Requests::Pulled(p) = &mut self.requests else {
             return answer;
         };
-        p.active.remove(&item);
         if let Some(meter) = &self.meter {
             meter.ended(item, &outcome, || self.clock.now());
         }
-        let failure = failures(&self.shared)
+        let kept = failures(&self.shared)
             .remove(&(item as usize))
             .unwrap_or_default();
-        (p.sink)(item, outcome, answer, failure);
+        (p.sink)(item, outcome, answer, kept.failure);
         None
     }
 }

@@ -2,7 +2,7 @@
 //! its requests pulled as capacity frees — memory bounded by the batch's
 //! window, not by its size (SPEC §4.4).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -59,14 +59,44 @@ pub type Item = (usize, Result<http::Response<Bytes>, Error>);
 /// What the drive hands out and the consumer takes.
 #[derive(Debug, Default)]
 pub(crate) struct Out {
-    ready: VecDeque<Item>,
-    /// Input order: results that wait for an earlier item.
-    waiting: BTreeMap<u32, Result<http::Response<Bytes>, Error>>,
+    /// Completion order: the results not yet taken, as their items ended.
+    done: VecDeque<Item>,
+    /// Input order: from item `next` on, each item's result once it has
+    /// ended (`None` until then); the first `ready` of them are handed out
+    /// next. A ring, never longer than the window plus the results the
+    /// caller has not taken: no allocation per item once it has grown.
+    window: VecDeque<Option<Result<http::Response<Bytes>, Error>>>,
+    ready: usize,
     ordered: bool,
-    /// Input order: the next index to hand out.
+    /// Input order: the index of the front of `window`.
     next: u32,
     /// The batch's own end (why items still in progress ended).
     end: Option<Outcome>,
+}
+
+impl Out {
+    /// The next result to hand out, if there is one.
+    fn pop(&mut self) -> Option<Item> {
+        if !self.ordered {
+            return self.done.pop_front();
+        }
+        if self.ready == 0 {
+            return None;
+        }
+        let result = self.window.pop_front().flatten()?;
+        self.ready -= 1;
+        let item = self.next;
+        self.next = self.next.saturating_add(1);
+        Some((item as usize, result))
+    }
+
+    fn has_ready(&self) -> bool {
+        if self.ordered {
+            self.ready > 0
+        } else {
+            !self.done.is_empty()
+        }
+    }
 }
 
 /// The results of a streaming batch, as its items end (see
@@ -101,15 +131,23 @@ fn lock(out: &Mutex<Out>) -> std::sync::MutexGuard<'_, Out> {
 
 /// The shared output of a stream and the sink its drive writes to.
 pub(crate) fn channel(order: BatchOrder, concurrency: u32) -> (Arc<Mutex<Out>>, Arc<Gate>, Sink) {
+    let ordered = order == BatchOrder::Input;
+    let limit = concurrency.max(1) as usize;
     let out = Arc::new(Mutex::new(Out {
-        ordered: order == BatchOrder::Input,
+        ordered,
+        // Room for the window and the results the caller may leave.
+        window: if ordered {
+            VecDeque::with_capacity(BatchOrder::window(concurrency) as usize + limit)
+        } else {
+            VecDeque::new()
+        },
         ..Out::default()
     }));
     let gate = Arc::new(Gate {
         taken: AtomicU32::new(0),
         unconsumed: AtomicUsize::new(0),
         window: (order == BatchOrder::Input).then(|| BatchOrder::window(concurrency)),
-        limit: concurrency.max(1) as usize,
+        limit,
     });
     let sink = Sink {
         out: Arc::clone(&out),
@@ -149,7 +187,7 @@ impl<R: Runtime, F: Future<Output = ()>> BatchStream<R, F> {
 
     pub(crate) fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         loop {
-            if let Some(item) = lock(&self.out).ready.pop_front() {
+            if let Some(item) = lock(&self.out).pop() {
                 self.gate.unconsumed.fetch_sub(1, Ordering::AcqRel);
                 return Poll::Ready(Some(item));
             }
@@ -159,7 +197,7 @@ impl<R: Runtime, F: Future<Output = ()>> BatchStream<R, F> {
             match drive.as_mut().poll(cx) {
                 Poll::Ready(()) => self.drive = None,
                 Poll::Pending => {
-                    if lock(&self.out).ready.is_empty() {
+                    if !lock(&self.out).has_ready() {
                         return Poll::Pending;
                     }
                 }
@@ -220,31 +258,46 @@ impl Sink {
         started: std::time::Instant,
     ) -> Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send> {
         Box::new(move |item, outcome, answer, failure| {
+            // The time taken goes into a transport error only.
+            let elapsed = if failure.error.is_some() {
+                R::clock().now().saturating_duration_since(started)
+            } else {
+                std::time::Duration::ZERO
+            };
             let result = Ended {
                 outcome,
                 last: answer.map(|a| a.0),
                 error: failure.error,
                 attempts: failure.sends,
-                elapsed: R::clock().now().saturating_duration_since(started),
+                elapsed,
             }
             .finish();
             let mut out = lock(&self.out);
             if !out.ordered {
-                out.ready.push_back((item as usize, result));
+                out.done.push_back((item as usize, result));
                 self.gate.unconsumed.fetch_add(1, Ordering::AcqRel);
                 return;
             }
-            out.waiting.insert(item, result);
-            loop {
-                let next = out.next;
-                let Some(r) = out.waiting.remove(&next) else {
-                    break;
-                };
-                out.ready.push_back((next as usize, r));
-                self.gate.unconsumed.fetch_add(1, Ordering::AcqRel);
-                out.next = next.saturating_add(1);
+            // An item not yet handed out is at or after `next`.
+            let Some(at) = item.checked_sub(out.next).map(|d| d as usize) else {
+                return;
+            };
+            if out.window.len() <= at {
+                out.window.resize_with(at + 1, || None);
             }
-            self.gate.taken.store(out.next, Ordering::Release);
+            out.window[at] = Some(result);
+            // The items that now follow the ready ones without a gap are
+            // ready too.
+            let before = out.ready;
+            while out.window.get(out.ready).is_some_and(Option::is_some) {
+                out.ready += 1;
+            }
+            let more = out.ready - before;
+            if more > 0 {
+                self.gate.unconsumed.fetch_add(more, Ordering::AcqRel);
+            }
+            let taken = out.next.saturating_add(out.ready as u32);
+            self.gate.taken.store(taken, Ordering::Release);
         })
     }
 }

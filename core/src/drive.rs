@@ -264,8 +264,9 @@ pub struct Finished<A> {
     pub sends: u32,
 }
 
-/// A send in flight: its id, its `abort_at`, its future.
-type Flying<S> = (SendId, Instant, Pin<Box<S>>);
+/// A send in flight: its id, its `abort_at`, its future (in a box that is
+/// kept for a later send once this one has ended: `None` then).
+type Flying<S> = (SendId, Instant, Pin<Box<Option<S>>>);
 
 enum Woke<A> {
     Cancel,
@@ -337,8 +338,11 @@ where
     C: Classify<I::Answer> + ?Sized,
     O: Observe + ?Sized,
 {
-    // The sends in flight, each with its `abort_at`.
+    // The sends in flight, each with its `abort_at`; and the boxes of the
+    // sends that ended, emptied, for the next sends (no allocation per
+    // send once there are as many as sends in flight at once).
     let mut flying: Vec<Flying<I::Sending>> = Vec::new();
+    let mut spare: Vec<Pin<Box<Option<I::Sending>>>> = Vec::new();
     // The last answer of every item not yet handed out (the newest one is
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
@@ -372,7 +376,15 @@ where
                         continue;
                     }
                     sends += 1;
-                    flying.push((plan.id, plan.abort_at, Box::pin(io.send(&plan))));
+                    let sending = io.send(&plan);
+                    let boxed = match spare.pop() {
+                        Some(mut b) => {
+                            b.set(Some(sending));
+                            b
+                        }
+                        None => Box::pin(Some(sending)),
+                    };
+                    flying.push((plan.id, plan.abort_at, boxed));
                 }
                 // Deciding may have made room for items (a keyed batch's
                 // items held back by their key's pace do not count as
@@ -396,7 +408,9 @@ where
                 return Poll::Ready(Woke::Cancel);
             }
             for (i, (_, _, f)) in flying.iter_mut().enumerate() {
-                if let Poll::Ready(r) = f.as_mut().poll(cx) {
+                if let Some(f) = f.as_mut().as_pin_mut()
+                    && let Poll::Ready(r) = f.poll(cx)
+                {
                     return Poll::Ready(Woke::Answer(i, r));
                 }
             }
@@ -438,7 +452,10 @@ where
             // Back to the top: the items come in before the next action.
             Woke::Pull => {}
             Woke::Answer(i, result) => {
-                let (id, _, _) = flying.swap_remove(i);
+                let (id, _, mut ended) = flying.swap_remove(i);
+                // Dropped now, as it ended; its box serves a later send.
+                ended.set(None);
+                spare.push(ended);
                 match result {
                     Ok(answer) => {
                         let mut r = Response::new(id, answer.status(), io.wall_clock());
