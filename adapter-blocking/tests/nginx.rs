@@ -8,18 +8,25 @@
 //! skips elsewhere, saying why.
 //!
 //! Two batches of 50 GETs, counted in nginx's own access log:
-//! * without a client throttle: nginx refuses many with 429 and polite
-//!   retries them with backoff until every item succeeds;
+//! * without a client throttle, against `burst=0`: nginx refuses many with
+//!   429 and polite retries them with backoff until every item succeeds;
 //! * with the throttle matched to nginx's rate: 0 × 429.
 //!
 //! Why the throttle is 1 per 100 ms and not "9 per second": nginx's
-//! `rate=10r/s` with `burst=0` is a leaky bucket that accepts a request only
-//! when 100 ms have passed since the last accepted one (it counts in
-//! milliseconds). A sliding window of 9 per second would still let 9
-//! requests go back to back, and nginx would refuse 8 of them. A window of 1
-//! per 100 ms, with the throttle's 50 ms margin, spaces sends at least
-//! 150 ms apart: 50 ms of slack for loopback jitter and nginx's cached clock,
-//! at an effective 6.7 requests per second.
+//! `rate=10r/s` is a leaky bucket that accepts a request only when 100 ms
+//! have passed since the last accepted one (it counts in milliseconds),
+//! plus `burst` more. A sliding window of 9 per second would still let 9
+//! requests go back to back, and nginx would refuse 8 of them. A window of
+//! 1 per 100 ms, with the throttle's 50 ms margin, sends at most one
+//! request per 150 ms, an effective 6.7 requests per second.
+//!
+//! The matched run goes to a second nginx with `burst=5`: a request that
+//! reaches nginx late (a worker thread not scheduled, on a loaded 2-core
+//! CI machine) lets the next one arrive less than 100 ms after it, and the
+//! burst absorbs up to 500 ms of such jitter, where `burst=0` left only the
+//! 50 ms margin (this test failed that way under load). It still checks
+//! the throttle: 50 requests at concurrency 4 with no throttle empty a
+//! burst of 5 within the first few milliseconds.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -80,10 +87,10 @@ fn a_batch_through_nginx_limit_req_succeeds_and_a_matched_throttle_sends_no_429(
     assert_eq!(count(&unthrottled, 200), 50);
     assert_eq!(unthrottled.len(), 50 + refused);
 
-    // Let nginx's bucket drain before the second run.
-    std::thread::sleep(Duration::from_millis(500));
-
-    // 2. A throttle matched to nginx: 1 send per 100 ms (+50 ms margin).
+    // 2. A throttle matched to nginx's rate: 1 send per 100 ms (+50 ms
+    //    margin), to an nginx whose burst absorbs scheduling jitter (see
+    //    the module's docs).
+    let nginx = Nginx::start(&binary, "10r/s", 5);
     let config = Config {
         timeout: Duration::from_secs(60),
         concurrency: 4,
@@ -91,10 +98,9 @@ fn a_batch_through_nginx_limit_req_succeeds_and_a_matched_throttle_sends_no_429(
         ..Config::default()
     };
     let took = batch_of_50(&nginx, config);
-    let all = nginx.statuses_with(100);
-    let throttled = &all[unthrottled.len()..];
+    let throttled = &nginx.statuses_with(50)[..];
     eprintln!(
-        "nginx 10r/s burst 0, 50 GETs, concurrency 4, throttle 1 per 100 ms: {} x 429, {} x 200, {took:?}",
+        "nginx 10r/s burst 5, 50 GETs, concurrency 4, throttle 1 per 100 ms: {} x 429, {} x 200, {took:?}",
         count(throttled, 429),
         count(throttled, 200)
     );
