@@ -166,11 +166,11 @@ fn calls(who: Who, url: &str, timeout: Duration, runs: usize, conc: usize) -> Ve
                         std::thread::spawn(move || {
                             let start = Instant::now();
                             let expected = if who == Who::Blocking {
-                                let c = polite_blocking::Client::with_transport(
-                                    polite_blocking::UreqTransport::new(agent),
-                                    call_config(timeout),
-                                )
-                                .expect("valid config");
+                                // The client a user gets (`with_config`: the
+                                // default transport and agent), not one over
+                                // the peer's agent.
+                                let c = polite_blocking::Client::with_config(call_config(timeout))
+                                    .expect("valid config");
                                 c.send(get(&url)).is_err_and(|e| timed_out(&e))
                             } else {
                                 agent
