@@ -33,6 +33,10 @@ pub(crate) enum Command {
     /// A paced batch: one URL per line on stdin, results as JSON lines in
     /// input order, all under one --timeout (default 10m for the batch).
     ///
+    /// Each result line: `line` (the URL's line number on stdin, from 1),
+    /// `url` (user-info, query values and fragment shown as ***), `ok`,
+    /// `status`, and `body` or `error`.
+    ///
     /// With no flags the pace is `--rate auto`: no fixed client-side limit,
     /// the server's quota learnt from its RateLimit headers, and a rate that
     /// adapts to 429s without hints (cut to 0.7x the measured rate, once per

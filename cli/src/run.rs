@@ -347,15 +347,20 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     let mut out = std::io::stdout().lock();
     while let Some((item, result)) = stream.next_result() {
         worst = exit::worst([worst, book.flush_bad(&mut out, item, order)]);
-        let url = book.take_url(item);
+        // The input line and the URL as it may be printed (SPEC §5.1:
+        // user-info, query values and fragment hidden); the line number is
+        // what joins a result to its input.
+        let (line_no, url) = book.take_url(item).unzip();
         let line = match &result {
             Ok(resp) => serde_json::json!({
+                "line": line_no,
                 "url": url,
                 "ok": true,
                 "status": resp.status().as_u16(),
                 "body": String::from_utf8_lossy(resp.body()),
             }),
             Err(e) => serde_json::json!({
+                "line": line_no,
                 "url": url,
                 "ok": false,
                 "status": e.response().map(|r| r.status().as_u16()),
@@ -412,15 +417,18 @@ struct Lines<R> {
     headers: Vec<String>,
     /// Requests handed to the batch so far (the next item's index).
     next: usize,
+    /// Lines read so far (the last one's 1-based number).
+    line_no: usize,
     book: Arc<Book>,
 }
 
-/// What the output needs to know about the input: the URL of every item in
-/// progress, the lines that were no request (by the index of the item
-/// after them), and a read error.
+/// What the output needs to know about the input: the line number and the
+/// redacted URL of every item in progress (the secrets in a URL are never
+/// kept for the output), the lines that were no request (by the index of
+/// the item after them), and a read error.
 #[derive(Default)]
 struct Book {
-    urls: Mutex<std::collections::HashMap<usize, String>>,
+    urls: Mutex<std::collections::HashMap<usize, (usize, String)>>,
     bad: Mutex<std::collections::BTreeMap<usize, Vec<String>>>,
     read_error: Mutex<Option<String>>,
 }
@@ -436,6 +444,7 @@ impl<R: std::io::BufRead> Lines<R> {
             method: args.method.clone(),
             headers: args.common.headers.clone(),
             next: 0,
+            line_no: 0,
             book: Arc::default(),
         }
     }
@@ -456,18 +465,21 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
                     return None;
                 }
             };
+            self.line_no += 1;
             let url = line.trim();
             if url.is_empty() || url.starts_with('#') {
                 continue;
             }
             match request::build(&self.method, url, &self.headers, Bytes::new(), None) {
                 Ok(req) => {
-                    locked(&self.book.urls).insert(self.next, url.to_owned());
+                    let shown = crate::redact::url_plain(url);
+                    locked(&self.book.urls).insert(self.next, (self.line_no, shown));
                     self.next += 1;
                     return Some(req);
                 }
                 Err(Usage(why)) => {
                     let line = serde_json::json!({
+                        "line": self.line_no,
                         "url": crate::redact::url_plain(url),
                         "ok": false,
                         "status": null,
@@ -484,8 +496,9 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
 }
 
 impl Book {
-    /// The URL of item `item` (its line is being written).
-    fn take_url(&self, item: usize) -> Option<String> {
+    /// The input line number and the redacted URL of item `item` (its
+    /// result is being written).
+    fn take_url(&self, item: usize) -> Option<(usize, String)> {
         locked(&self.urls).remove(&item)
     }
 

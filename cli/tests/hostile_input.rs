@@ -302,3 +302,58 @@ fn a_line_of_a_batch_that_is_no_url_is_reported_in_place_without_its_secrets() {
         assert!(!stderr(&o).contains(secret), "leaked {secret}");
     }
 }
+
+#[test]
+fn batch_results_name_their_input_line_and_never_echo_a_urls_secrets() {
+    // SPEC §5.1: user-info and query values are redacted everywhere a URL
+    // is echoed, a result line's `url` included (a batch's output is often
+    // kept as a CI artifact). The input line number is what joins a result
+    // to its URL, in input order or not.
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let port = lab.addr().port();
+    let input = format!(
+        "# a comment\n\
+         http://alice:hunter2pw@127.0.0.1:{port}/bytes/3?token=SECRET456&page=2\n\
+         http://exa mple/?key=SECRET-KEY\n\
+         \n\
+         http://127.0.0.1:{port}/bytes/1#SECRET-TOKEN\n"
+    );
+    for order in [&["batch", "--rate", "none"][..], &["batch", "--unordered"]] {
+        let o = polite_with(order, &input);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        for secret in SECRETS {
+            assert!(!out.contains(secret), "{order:?} leaked {secret}: {out}");
+            assert!(!stderr(&o).contains(secret), "{order:?} leaked {secret}");
+        }
+        let mut lines: Vec<(u64, String, bool)> = out
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+                let url = v["url"].as_str().expect("a url").to_owned();
+                (
+                    v["line"].as_u64().expect("a line number"),
+                    url,
+                    v["ok"] == true,
+                )
+            })
+            .collect();
+        lines.sort();
+        let base = format!("127.0.0.1:{port}");
+        assert_eq!(
+            lines,
+            [
+                (
+                    2,
+                    format!("http://***@{base}/bytes/3?token=***&page=***"),
+                    true
+                ),
+                (3, "http://exa mple/?key=***".to_owned(), false),
+                (5, format!("http://{base}/bytes/1#***"), true),
+            ],
+            "{order:?}: {out}"
+        );
+        // The line that is no URL is a usage error; the others succeeded.
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    }
+    assert_eq!(lab.log().len(), 4, "two requests per run");
+}
