@@ -43,8 +43,10 @@ fn check_cancel(executor: &str, lab: &LabHandle, cancelled_at: Instant, returned
     let (result, returned_at) = returned;
     let latency = returned_at - cancelled_at;
     assert_eq!(result.unwrap_err().outcome(), Some(Outcome::Cancelled));
+    // "At once": far below the 30 s sleep, with 1 s of slack for a loaded
+    // CI machine (the latency itself is measured in BENCHMARKS §6).
     assert!(
-        latency < Duration::from_millis(100),
+        latency < Duration::from_secs(1),
         "{executor}: cancel took {latency:?}"
     );
     assert_eq!(lab.log().len(), 1, "no send after the cancel");

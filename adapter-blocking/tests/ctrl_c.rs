@@ -52,6 +52,7 @@ fn sigint_cancels_a_call_waiting_out_a_30s_backoff() {
     assert_eq!(result.unwrap_err().outcome(), Some(Outcome::Cancelled));
     let latency = returned - sent;
     eprintln!("SIGINT to return: {latency:?} (includes running `kill`)");
-    assert!(latency < Duration::from_millis(200), "{latency:?}");
+    // At once, not after the 30 s sleep (1 s of slack for a loaded machine).
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
     assert_eq!(lab.log().len(), 1);
 }

@@ -45,8 +45,9 @@ async fn sigint_cancels_a_call_waiting_out_a_30s_backoff() {
     let returned = Instant::now();
     let sent = killer.join().unwrap();
     assert_eq!(result.unwrap_err().outcome(), Some(Outcome::Cancelled));
+    // At once, not after the 30 s sleep (1 s of slack for a loaded machine).
     assert!(
-        returned - sent < Duration::from_millis(200),
+        returned - sent < Duration::from_secs(1),
         "{:?}",
         returned - sent
     );
