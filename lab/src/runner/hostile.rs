@@ -73,6 +73,7 @@ pub fn names() -> Vec<&'static str> {
         "refused_connection_keeps_source_attempts_and_time",
         "unsendable_url_is_one_attempt",
         "long_poll_redirect_starts_from_the_url_sent",
+        "streamed_batch_items_follow_redirects_from_their_own_request",
     ]
 }
 
@@ -344,6 +345,53 @@ where
                 "want the long poll, then one hop to /job; saw {paths:?}"
             );
         }
+        "streamed_batch_items_follow_redirects_from_their_own_request" => {
+            // A streaming batch keeps each item's request only while the
+            // item is in progress, and makes a redirect chain from it at
+            // the first 3xx: each item must land where its own redirect
+            // points, keep its headers on its own origin, and drop them
+            // across origins, whatever the other items do meanwhile.
+            let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).map_err(io)?;
+            let a = Hostile::start(vec![
+                ("/cross", Reply::redirect(307, b.url("/landing"))),
+                ("/same", Reply::redirect(302, "/ok")),
+                ("/ok", Reply::Body("ok".into())),
+            ])
+            .map_err(io)?;
+            let c = client(RedirectPolicy::default())?;
+            let paths = ["/cross", "/same", "/ok", "/cross", "/same", "/cross"];
+            let requests = paths
+                .iter()
+                .map(|p| get(a.url(p)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut stream = c
+                .batch_stream(requests, polite_client::BatchOrder::Completion)
+                .map_err(|e| e.to_string())?;
+            let mut bodies = vec![String::new(); paths.len()];
+            while let Some((i, r)) = R::settle(stream.next_result()).await {
+                let r = r.map_err(|e| format!("item {i}: {e}"))?;
+                ensure!(r.status() == 200, "item {i}: {}", r.status());
+                bodies[i] = String::from_utf8_lossy(r.body()).into_owned();
+            }
+            let want: Vec<&str> = paths
+                .iter()
+                .map(|p| if *p == "/cross" { "landed" } else { "ok" })
+                .collect();
+            ensure!(bodies == want, "bodies {bodies:?}, want {want:?}");
+            ensure!(b.seen().len() == 3, "{} requests at B", b.seen().len());
+            for s in b.seen() {
+                ensure!(
+                    s.header("x-api-key").is_none() && s.header("authorization").is_none(),
+                    "a credential crossed origins: {s:?}"
+                );
+            }
+            // 6 items and 2 same-origin hops, all with the caller's headers.
+            ensure!(a.seen().len() == 8, "{} requests at A", a.seen().len());
+            ensure!(
+                a.seen().iter().all(|s| s.header("x-api-key").is_some()),
+                "A lost the caller's headers"
+            );
+        }
         other => return Err(format!("no hostile check {other}")),
     }
     Ok(())
@@ -363,7 +411,8 @@ macro_rules! hostile_tests {
             cross_origin_redirect_never_carries_the_callers_headers,
             refused_connection_keeps_source_attempts_and_time,
             unsendable_url_is_one_attempt,
-            long_poll_redirect_starts_from_the_url_sent
+            long_poll_redirect_starts_from_the_url_sent,
+            streamed_batch_items_follow_redirects_from_their_own_request
         );
     };
     (@each $run:path; $($name:ident),*) => {
