@@ -237,7 +237,11 @@ pub struct PollMachine<R> {
     mode: PollMode,
     phase: Phase,
     notice: Option<Notice>,
-    record: Option<AttemptRecord>,
+    /// The record of the latest answered poll; `record_fresh` says it has
+    /// not been taken yet. Kept whole, not in an `Option`, so that a
+    /// decision writes its fields in place.
+    record: AttemptRecord,
+    record_fresh: bool,
 }
 
 impl<R: Rng> PollMachine<R> {
@@ -325,7 +329,8 @@ impl<R: Rng> PollMachine<R> {
             scheduled: 0,
             phase: Phase::Ready,
             notice: None,
-            record: None,
+            record: AttemptRecord::EMPTY,
+            record_fresh: false,
         })
     }
 
@@ -477,7 +482,7 @@ impl<R: Rng> PollMachine<R> {
     /// assert_eq!(m.take_record(), None);
     /// ```
     pub fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.record.take()
+        std::mem::take(&mut self.record_fresh).then_some(self.record)
     }
 
     /// The notice to show the user, once: [`Notice::LongPollUnsupported`]

@@ -34,7 +34,9 @@ impl<R: Rng> PollMachine<R> {
         if !matches!(self.phase, Phase::InFlight(a) if a == id.attempt) || id.item != 0 {
             return;
         }
-        let mut record = AttemptRecord {
+        // Written in place: the record is the machine's (no 120-byte copy
+        // at the end).
+        self.record = AttemptRecord {
             request: self.request.id,
             id,
             reply,
@@ -43,6 +45,7 @@ impl<R: Rng> PollMachine<R> {
             next: None,
             outcome: None,
         };
+        self.record_fresh = true;
         let stale = match (self.request.generation, response.and_then(|r| r.generation)) {
             (Some(mine), Some(current)) => mine != current,
             _ => false,
@@ -52,13 +55,12 @@ impl<R: Rng> PollMachine<R> {
         } else if stale {
             Some(Outcome::Stale)
         } else {
-            self.decide(now, reply, response, &mut record)
+            self.decide(now, reply, response)
         };
         if let Some(o) = outcome {
-            record.outcome = Some(o);
+            self.record.outcome = Some(o);
             self.finish(o);
         }
-        self.record = Some(record);
     }
 
     /// What an answer before the deadline means; `Some` ends the wait,
@@ -69,7 +71,6 @@ impl<R: Rng> PollMachine<R> {
         now: Instant,
         reply: Reply,
         response: Option<&Response<'_>>,
-        record: &mut AttemptRecord,
     ) -> Option<Outcome> {
         let job = response.and_then(|r| r.job);
         match (reply, job) {
@@ -81,19 +82,19 @@ impl<R: Rng> PollMachine<R> {
                 self.spent = Spent::default();
                 // The rejection is an answer the machine acts on: its
                 // Retry-After counts (SPEC §2.1).
-                let server = self.server_delay(response, record);
+                let server = self.server_delay(response);
                 if let Some(o) = self.over_cap(now, server) {
                     return Some(o);
                 }
                 self.mode = PollMode::Backoff;
                 self.notice = Some(Notice::LongPollUnsupported);
                 let since_send = now.saturating_duration_since(self.last_send_at);
-                self.plan_next(now, since_send, Duration::ZERO, server, record)
+                self.plan_next(now, since_send, Duration::ZERO, server)
             }
             (Reply::Status(status @ 100..=399), job) if !classified(response) => match job {
                 Some(JobReport::State(name)) => match self.policy.terminal_states.find(name) {
                     Some(state) => Some(Outcome::Terminal { state }),
-                    None => self.pending(now, response, record),
+                    None => self.pending(now, response),
                 },
                 _ => Some(Outcome::NotRetryable { status }),
             },
@@ -109,11 +110,11 @@ impl<R: Rng> PollMachine<R> {
                     response,
                     &mut self.rng,
                 );
-                record.class = j.class;
-                record.retry_after = j.note;
+                self.record.class = j.class;
+                self.record.retry_after = j.note;
                 match j.verdict {
                     Verdict::Retry(plan) => {
-                        record.next = Some(plan);
+                        self.record.next = Some(plan);
                         self.phase = Phase::Waiting(plan.send_at);
                         None
                     }
@@ -126,20 +127,16 @@ impl<R: Rng> PollMachine<R> {
     /// What the answer's `Retry-After` asks (noted in the record), if it is
     /// valid.
     #[inline]
-    fn server_delay(
-        &self,
-        response: Option<&Response<'_>>,
-        record: &mut AttemptRecord,
-    ) -> Option<Duration> {
+    fn server_delay(&mut self, response: Option<&Response<'_>>) -> Option<Duration> {
         let r = response?;
         let value = r.retry_after?;
         match retry_after::server_delay(value, r.date, r.wall_clock) {
             Ok(d) => {
-                record.retry_after = RetryAfterNote::Valid(d);
+                self.record.retry_after = RetryAfterNote::Valid(d);
                 Some(d)
             }
             Err(e) => {
-                record.retry_after = RetryAfterNote::Rejected(e);
+                self.record.retry_after = RetryAfterNote::Rejected(e);
                 None
             }
         }
@@ -158,14 +155,9 @@ impl<R: Rng> PollMachine<R> {
 
     /// A pending answer: plan the next poll.
     #[inline]
-    fn pending(
-        &mut self,
-        now: Instant,
-        response: Option<&Response<'_>>,
-        record: &mut AttemptRecord,
-    ) -> Option<Outcome> {
+    fn pending(&mut self, now: Instant, response: Option<&Response<'_>>) -> Option<Outcome> {
         self.spent = Spent::default();
-        let server = self.server_delay(response, record);
+        let server = self.server_delay(response);
         if let Some(o) = self.over_cap(now, server) {
             return Some(o);
         }
@@ -195,7 +187,7 @@ impl<R: Rng> PollMachine<R> {
                 d
             }
         };
-        self.plan_next(now, since_send, schedule, server, record)
+        self.plan_next(now, since_send, schedule, server)
     }
 
     /// The latency an answer `rtt` after its poll was sent shows: its round
@@ -222,7 +214,6 @@ impl<R: Rng> PollMachine<R> {
         since_send: Duration,
         schedule: Duration,
         server: Option<Duration>,
-        record: &mut AttemptRecord,
     ) -> Option<Outcome> {
         let min = self.policy.retry.retry_after.min;
         let mut delay = schedule;
@@ -270,7 +261,7 @@ impl<R: Rng> PollMachine<R> {
                 (at, at.saturating_duration_since(now))
             }
         };
-        record.next = Some(PlannedDelay {
+        self.record.next = Some(PlannedDelay {
             delay: wait,
             source,
             send_at,
