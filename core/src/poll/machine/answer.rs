@@ -235,7 +235,9 @@ impl<R: Rng> PollMachine<R> {
         // The latency: a poll sent at `t` is expected back at `t + rtt`. The
         // last useful instant leaves twice that.
         let rtt = self.latency(since_send);
-        let lead = rtt.saturating_mul(2).max(FINAL_LEAD_FLOOR);
+        // `rtt + rtt`, not `rtt * 2`: the same value (both saturate), without
+        // the multiply's carry of nanoseconds into seconds by division.
+        let lead = rtt.saturating_add(rtt).max(FINAL_LEAD_FLOOR);
         let last_useful = self.deadline.checked_sub(lead);
         let (send_at, wait) = match (due, last_useful) {
             // `due - now` is `delay`, exactly.
