@@ -230,14 +230,32 @@ impl<R: Rng> PollMachine<R> {
                 };
             }
         }
-        let due = later(now, delay);
-        let server_at = server.map(|d| server_instant(now, d.max(min)));
         // The latency: a poll sent at `t` is expected back at `t + rtt`. The
         // last useful instant leaves twice that.
         let rtt = self.latency(since_send);
         // `rtt + rtt`, not `rtt * 2`: the same value (both saturate), without
         // the multiply's carry of nanoseconds into seconds by division.
         let lead = rtt.saturating_add(rtt).max(FINAL_LEAD_FLOOR);
+        // Most polls: the poll was sent with at least `left_at_send` before
+        // the deadline, and `since_send + delay + lead` fits in it, so
+        // `now + delay <= deadline - lead` (both representable): the
+        // schedule's poll is answered in time, as the comparison of instants
+        // below would find, without its subtraction (nor, for a poll due at
+        // once, the addition).
+        if since_send
+            .checked_add(delay)
+            .and_then(|d| d.checked_add(lead))
+            .is_some_and(|d| d <= self.left_at_send)
+            && let Some(due) = if delay.is_zero() {
+                Some(now)
+            } else {
+                later(now, delay)
+            }
+        {
+            return self.plan_at(due, delay, source);
+        }
+        let due = later(now, delay);
+        let server_at = server.map(|d| server_instant(now, d.max(min)));
         let last_useful = self.deadline.checked_sub(lead);
         let (send_at, wait) = match (due, last_useful) {
             // `due - now` is `delay`, exactly.
@@ -263,6 +281,17 @@ impl<R: Rng> PollMachine<R> {
                 (at, at.saturating_duration_since(now))
             }
         };
+        self.plan_at(send_at, wait, source)
+    }
+
+    /// The next poll goes at `send_at`, `wait` from now.
+    #[inline(always)]
+    fn plan_at(
+        &mut self,
+        send_at: Instant,
+        wait: Duration,
+        source: DelaySource,
+    ) -> Option<Outcome> {
         self.record.next = Some(PlannedDelay {
             delay: wait,
             source,
