@@ -130,7 +130,7 @@ impl<R: Rng> PollMachine<R> {
     fn server_delay(&mut self, response: Option<&Response<'_>>) -> Option<Duration> {
         let r = response?;
         let value = r.retry_after?;
-        match retry_after::server_delay(value, r.date, r.wall_clock) {
+        match retry_after::server_delay_inline(value, r.date, r.wall_clock) {
             Ok(d) => {
                 self.record.retry_after = RetryAfterNote::Valid(d);
                 Some(d)
