@@ -305,3 +305,93 @@ impl<R: Rng> PollMachine<R> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant, UNIX_EPOCH};
+
+    use rand_core::Rng;
+
+    use crate::PollPolicy;
+    use crate::input::{Event, JobReport, Response, TransportErrorKind};
+    use crate::output::Action;
+    use crate::request::{Method, RequestId, RequestInfo};
+    use crate::rng::SplitMix64;
+
+    use super::PollMachine;
+
+    /// The planning's shortcut (a poll sent with `room` left) decides as
+    /// the comparison of instants does: the same machine with the shortcut
+    /// off (`roomy_until: None`) answers the same actions and records to
+    /// the same inputs, over long waits that cross `deadline - room`.
+    #[test]
+    fn roomy_planning_decides_as_the_instants_do() {
+        // Any instant will do (the machine never reads the clock); a fixed
+        // one, as the other unit tests take it.
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        #[allow(clippy::disallowed_methods)] // the one clock read: an arbitrary origin
+        let t0 = *ORIGIN.get_or_init(Instant::now);
+        let mut timed_out = 0;
+        for seed in 0..300u64 {
+            let mut draw = SplitMix64::new(seed);
+            let policy = PollPolicy {
+                long_poll_first: seed % 3 != 0,
+                ..PollPolicy::default()
+            };
+            let timeout = Duration::from_millis(draw.next_u64() % 900_000);
+            let new = || {
+                PollMachine::new(
+                    policy,
+                    RequestInfo::new(RequestId(1), Method::Get),
+                    SplitMix64::new(seed),
+                    t0,
+                    timeout,
+                )
+                .unwrap()
+            };
+            let (mut fast, mut exact) = (new(), new());
+            exact.roomy_until = None;
+            let mut now = t0;
+            for _ in 0..1000 {
+                let a = fast.poll_action();
+                assert_eq!(a, exact.poll_action(), "seed {seed}");
+                let event = match a {
+                    Action::Stop(_) => break,
+                    Action::SleepUntil(at) => {
+                        now = now.max(at);
+                        Event::Tick
+                    }
+                    Action::Send(plan) => {
+                        let x = draw.next_u64();
+                        // Answered after 0 to ~30 s, mostly pending.
+                        now += Duration::from_millis(x % 30_000);
+                        let r = Response::new(plan.id, 200, UNIX_EPOCH);
+                        match (x >> 20) % 16 {
+                            0 => Event::Response(Response::new(plan.id, 503, UNIX_EPOCH)),
+                            1 => Event::Response(
+                                r.job(JobReport::State("running")).retry_after(b"3"),
+                            ),
+                            2 => Event::TransportError(plan.id, TransportErrorKind::Timeout),
+                            3 if x.is_multiple_of(5) => Event::Response(
+                                Response::new(plan.id, 400, UNIX_EPOCH)
+                                    .job(JobReport::LongPollUnsupported),
+                            ),
+                            4 if x.is_multiple_of(7) => {
+                                Event::Response(r.job(JobReport::State("passed")))
+                            }
+                            _ => Event::Response(r.job(JobReport::State("running"))),
+                        }
+                    }
+                };
+                fast.handle(now, event);
+                exact.handle(now, event);
+                assert_eq!(fast.take_record(), exact.take_record(), "seed {seed}");
+            }
+            if matches!(fast.outcome(), Some(crate::Outcome::TimedOut { .. })) {
+                timed_out += 1;
+            }
+        }
+        // Most waits run to their deadline: the planning near it is covered.
+        assert!(timed_out > 200, "{timed_out}");
+    }
+}
