@@ -76,10 +76,7 @@ fn jitter_nanos(d: u64, jitter: Jitter, x: u64) -> u64 {
 /// policy), without the `Duration` arithmetic in between (issue 22).
 #[inline]
 pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration {
-    let (Ok(base), Ok(cap)) = (
-        u64::try_from(b.base.as_nanos()),
-        u64::try_from(b.cap.as_nanos()),
-    ) else {
+    let (Some(base), Some(cap)) = (small_nanos(b.base), small_nanos(b.cap)) else {
         let d = exponential(b, n);
         return if draws(b.jitter) {
             jitter(d, b.jitter, draw())
@@ -104,6 +101,18 @@ pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration
 #[inline]
 pub(crate) const fn draws(jitter: Jitter) -> bool {
     !matches!(jitter, Jitter::None | Jitter::Percent(0))
+}
+
+/// Whole seconds below which a `Duration` in nanoseconds always fits 64
+/// bits (`u64::MAX` ns is 18,446,744,073.7 s).
+const SMALL_SECS: u64 = u64::MAX / 1_000_000_000;
+
+/// `d` in nanoseconds when it is under [`SMALL_SECS`] seconds (every real
+/// backoff): a 64-bit multiply instead of `as_nanos`'s 128-bit one and its
+/// range check. `None` above: the caller takes the `Duration` path.
+#[inline]
+fn small_nanos(d: Duration) -> Option<u64> {
+    (d.as_secs() < SMALL_SECS).then(|| d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos()))
 }
 
 #[inline]

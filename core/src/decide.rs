@@ -208,7 +208,7 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
     if let Some(value) = response.and_then(|r| r.retry_after) {
         let (date, wall) =
             response.map_or((None, std::time::UNIX_EPOCH), |r| (r.date, r.wall_clock));
-        match retry_after::server_delay(value, date, wall) {
+        match retry_after::server_delay_inline(value, date, wall) {
             Ok(d) => {
                 judged.note = RetryAfterNote::Valid(d);
                 raw = Some(d);

@@ -97,3 +97,20 @@ pub struct AttemptRecord {
     /// The final reason, when this attempt ended the request.
     pub outcome: Option<Outcome>,
 }
+
+impl AttemptRecord {
+    /// A placeholder for a machine that has no record yet (never handed
+    /// out: the machine keeps a flag).
+    pub(crate) const EMPTY: AttemptRecord = AttemptRecord {
+        request: RequestId(0),
+        id: SendId {
+            item: 0,
+            attempt: 0,
+        },
+        reply: Reply::Status(0),
+        class: None,
+        retry_after: RetryAfterNote::Absent,
+        next: None,
+        outcome: None,
+    };
+}

@@ -146,6 +146,7 @@ impl RetryAfter {
 
 /// delta-seconds: `Some` when every byte is an ASCII digit (and there is at
 /// least one), saturating at `u64::MAX`; one pass, no allocation.
+#[inline]
 fn delta_seconds(v: &[u8]) -> Option<u64> {
     if v.is_empty() {
         return None;
@@ -208,6 +209,23 @@ fn leap_second_at(v: &[u8]) -> Option<usize> {
                 && w[5..9] == *b":60 "
         })
         .map(|p| p + 5)
+}
+
+/// [`server_delay`] as the machines call it: the common form
+/// (`Retry-After: 2`, all digits) inline, where the machine decides, as
+/// [`RetryAfter::parse`] reads it first; anything else through
+/// `server_delay` (issue 22: the call and its frame cost more than the
+/// digits).
+#[inline]
+pub(crate) fn server_delay_inline(
+    retry_after: &[u8],
+    date: Option<&[u8]>,
+    wall: SystemTime,
+) -> Result<Duration, RetryAfterError> {
+    match delta_seconds(retry_after) {
+        Some(secs) => Ok(Duration::from_secs(secs)),
+        None => server_delay(retry_after, date, wall),
+    }
 }
 
 /// Parses `Retry-After` and turns it into a delay in one step.
@@ -317,6 +335,35 @@ mod tests {
                 "{:?}",
                 bad.escape_ascii()
             );
+        }
+    }
+
+    /// The machines' inline form answers what `server_delay` answers.
+    #[test]
+    fn server_delay_inline_is_server_delay() {
+        let date: &[u8] = b"Sun, 06 Nov 1994 08:49:07 GMT";
+        let padded = format!("{}38", "0".repeat(70));
+        for value in [
+            &b"2"[..],
+            b"0",
+            b"007",
+            b"99999999999999999999",
+            padded.as_bytes(),
+            b" 3 ",
+            b"",
+            b"-1",
+            b"1.0",
+            b"Sun, 06 Nov 1994 08:49:37 GMT",
+            b"Wed, 31 Dec 2008 23:59:60 GMT",
+        ] {
+            for d in [None, Some(date)] {
+                assert_eq!(
+                    server_delay_inline(value, d, at(T)),
+                    server_delay(value, d, at(T)),
+                    "{:?}",
+                    value.escape_ascii()
+                );
+            }
         }
     }
 

@@ -226,6 +226,16 @@ pub struct PollMachine<R> {
     sent: u32,
     /// When the latest poll was sent.
     last_send_at: Instant,
+    /// Until this instant a poll sent leaves at least `room` before the
+    /// deadline (`deadline - room`, when representable).
+    roomy_until: Option<Instant>,
+    /// [`Self::room`] of the policy, kept (a few saturating additions).
+    room: Duration,
+    /// What [`plan_next`](Self::plan_next) may assume was left before the
+    /// deadline when the latest poll was sent: `room` when it was sent by
+    /// `roomy_until`, else zero. A lower bound that spares the planning of
+    /// most polls a subtraction of instants (issue 22).
+    left_at_send: Duration,
     /// The wait parameter of the poll in flight (or the latest), if any.
     long_in_flight: Option<u32>,
     /// The one final poll pulled in ahead of the schedule has been sent.
@@ -237,7 +247,11 @@ pub struct PollMachine<R> {
     mode: PollMode,
     phase: Phase,
     notice: Option<Notice>,
-    record: Option<AttemptRecord>,
+    /// The record of the latest answered poll; `record_fresh` says it has
+    /// not been taken yet. Kept whole, not in an `Option`, so that a
+    /// decision writes its fields in place.
+    record: AttemptRecord,
+    record_fresh: bool,
 }
 
 impl<R: Rng> PollMachine<R> {
@@ -307,6 +321,9 @@ impl<R: Rng> PollMachine<R> {
             abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),
             full_long_poll_until: deadline
                 .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
+            roomy_until: deadline.checked_sub(Self::room(&policy)),
+            room: Self::room(&policy),
+            left_at_send: Duration::ZERO,
             mode: if policy.long_poll_first {
                 PollMode::LongPoll
             } else {
@@ -325,7 +342,8 @@ impl<R: Rng> PollMachine<R> {
             scheduled: 0,
             phase: Phase::Ready,
             notice: None,
-            record: None,
+            record: AttemptRecord::EMPTY,
+            record_fresh: false,
         })
     }
 
@@ -434,6 +452,10 @@ impl<R: Rng> PollMachine<R> {
                 };
                 self.sent = self.sent.saturating_add(1);
                 self.last_send_at = now;
+                self.left_at_send = match self.roomy_until {
+                    Some(until) if now <= until => self.room,
+                    _ => Duration::ZERO,
+                };
                 self.phase = Phase::InFlight(id.attempt);
                 Action::Send(SendPlan {
                     id,
@@ -446,6 +468,22 @@ impl<R: Rng> PollMachine<R> {
             Phase::Waiting(at) => Action::SleepUntil(at),
             Phase::Done(o) => Action::Stop(o),
         }
+    }
+
+    /// How much room before the deadline the planning of the next poll
+    /// takes for granted when a poll was sent at least this long before
+    /// it: room for a whole long poll, the least interval between two, and
+    /// the longest backoff (twice: the lead before the deadline is twice
+    /// the latency), plus 10 s. Any value is correct (the planning checks
+    /// against it and otherwise subtracts instants); this one lets almost
+    /// every poll but the last few skip the subtraction.
+    fn room(policy: &PollPolicy) -> Duration {
+        policy
+            .max_long_poll
+            .saturating_add(policy.min_long_poll_interval)
+            .saturating_add(policy.backoff.cap)
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(10))
     }
 
     fn stop(&mut self, outcome: Outcome) -> Action {
@@ -477,7 +515,7 @@ impl<R: Rng> PollMachine<R> {
     /// assert_eq!(m.take_record(), None);
     /// ```
     pub fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.record.take()
+        std::mem::take(&mut self.record_fresh).then_some(self.record)
     }
 
     /// The notice to show the user, once: [`Notice::LongPollUnsupported`]
