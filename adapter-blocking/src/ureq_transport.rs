@@ -421,31 +421,17 @@ fn attempt(
     }
     let (parts, body) = request.into_parts();
     let sent = if body.is_empty() && bodiless(&parts.method) {
-        let request = agent
-            .configure_request(http::Request::from_parts(parts, ()))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(None)
-            .timeout_connect(Some(left))
-            .timeout_send_request(Some(left))
-            .timeout_send_body(Some(left))
-            .timeout_recv_response(Some(left))
-            .timeout_recv_body(Some(left))
-            .build();
-        agent.run(request)
+        agent.run(for_one_attempt(
+            agent,
+            http::Request::from_parts(parts, ()),
+            left,
+        ))
     } else {
-        let request = agent
-            .configure_request(http::Request::from_parts(parts, &body[..]))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(None)
-            .timeout_connect(Some(left))
-            .timeout_send_request(Some(left))
-            .timeout_send_body(Some(left))
-            .timeout_recv_response(Some(left))
-            .timeout_recv_body(Some(left))
-            .build();
-        agent.run(request)
+        agent.run(for_one_attempt(
+            agent,
+            http::Request::from_parts(parts, &body[..]),
+            left,
+        ))
     };
     // A phase's timeout fires at or after `abort_at` (each phase has the
     // whole time left): that is the attempt's end-to-end abort.
@@ -476,6 +462,27 @@ fn attempt(
         })?;
     let (parts, _) = response.into_parts();
     Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
+}
+
+/// `request` set up for one attempt on `agent`, whatever the agent's own
+/// settings: statuses are answers, redirects are polite's to follow, and
+/// each phase of the exchange may take the whole time `left`.
+fn for_one_attempt<S: ureq::AsSendBody>(
+    agent: &ureq::Agent,
+    request: http::Request<S>,
+    left: Duration,
+) -> http::Request<S> {
+    agent
+        .configure_request(request)
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(None)
+        .timeout_connect(Some(left))
+        .timeout_send_request(Some(left))
+        .timeout_send_body(Some(left))
+        .timeout_recv_response(Some(left))
+        .timeout_recv_body(Some(left))
+        .build()
 }
 
 /// A ureq error as a [`TransportError`]: its kind, and itself as the
