@@ -26,8 +26,9 @@ pub enum Client {
     Async(Via),
     /// ureq, bare: the default agent with an end-to-end timeout.
     Ureq,
-    /// polite-blocking `send` over the default `UreqTransport` (to
-    /// 127.0.0.1: attempts on the calling thread).
+    /// polite-blocking `send` over the default `UreqTransport` (attempts
+    /// on worker threads: the calling-thread path of BENCHMARKS §8.4 was
+    /// reverted).
     BlockingSend,
     /// polite-blocking `send` over `UreqTransport::new(agent)` (attempts
     /// on worker threads, as every attempt was before).
