@@ -28,7 +28,6 @@ pub mod deadline;
 pub mod fleet;
 pub mod instructions;
 pub mod nohints;
-pub mod observe;
 pub mod overhead;
 pub mod poll;
 pub mod proc;

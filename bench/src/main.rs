@@ -2,16 +2,20 @@
 //!
 //! ```text
 //! cargo run --release -p polite-bench -- <suite> [--smoke]
-//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls observe fleet instructions all
+//! suites: poll quota nohints deadline cancel scale scale-batch sizes overhead tls fleet instructions all
 //! ```
+//!
+//! What observing costs (tracing subscribers, a `metrics` recorder) is the
+//! crate `polite-bench-observe` (`cargo run --release -p
+//! polite-bench-observe`): it builds polite with feature `metrics`, and
+//! this crate measures polite as a user builds it by default, without.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use polite_bench::{
-    Size, batch_scale, cancel, deadline, nohints, observe, overhead, poll, quota, scale,
-    stats::Table, tls,
+    Size, batch_scale, cancel, deadline, nohints, overhead, poll, quota, scale, stats::Table, tls,
 };
 
 const SUITES: &[&str] = &[
@@ -25,7 +29,6 @@ const SUITES: &[&str] = &[
     "sizes",
     "overhead",
     "tls",
-    "observe",
     "fleet",
     "instructions",
     "all",
@@ -33,7 +36,7 @@ const SUITES: &[&str] = &[
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: polite-bench <suite> [--smoke]\n  suites: {}\n  --smoke: tiny sizes (checks the harness, measures nothing)",
+        "usage: polite-bench <suite> [--smoke]\n  suites: {}\n  --smoke: tiny sizes (checks the harness, measures nothing)\n  what observing costs: cargo run --release -p polite-bench-observe",
         SUITES.join(" ")
     );
     ExitCode::from(2)
@@ -51,7 +54,6 @@ fn run_suite(name: &str, size: Size) -> Vec<Table> {
         "sizes" => vec![scale::sizes_table(size)],
         "overhead" => overhead::run(size),
         "tls" => tls::run(size),
-        "observe" => observe::run(size),
         "fleet" => polite_bench::fleet::run(size),
         "instructions" => polite_bench::instructions::run(size),
         _ => Vec::new(),
@@ -138,7 +140,6 @@ fn main() -> ExitCode {
                     "scale",
                     "scale-batch",
                     "tls",
-                    "observe",
                     "fleet",
                     "instructions",
                 ]

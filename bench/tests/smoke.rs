@@ -22,7 +22,6 @@ fn every_suite_runs_at_smoke_size() {
         "scale",
         "scale-batch",
         "tls",
-        "observe",
         "instructions",
     ] {
         assert!(

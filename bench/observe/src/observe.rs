@@ -2,8 +2,8 @@
 //! loopback, sequential GETs interleaved in rounds (the order rotating per
 //! round), per-request p50/p90, every variant against the plain `send`:
 //!
-//! * no `tracing` subscriber and no `metrics` recorder (the baseline; the
-//!   bench builds polite with feature `metrics`, so the metrics calls are
+//! * no `tracing` subscriber and no `metrics` recorder (the baseline; this
+//!   crate builds polite with feature `metrics`, so the metrics calls are
 //!   compiled in and go to the facade's no-op recorder);
 //! * a no-op subscriber: `tracing_subscriber::registry()` with no layer
 //!   (every span and event is enabled, built and dropped);
@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use polite_lab::LabConfig;
 
-use crate::stats::{Dist, Table, num, ratio};
-use crate::{Size, get, lab, ms};
+use polite_bench::stats::{Dist, Table, num, ratio};
+use polite_bench::{Size, get, lab, ms};
 
 const VARIANTS: [&str; 4] = [
     "plain `send` (no subscriber, no recorder)",
@@ -33,7 +33,7 @@ const VARIANTS: [&str; 4] = [
 
 /// Runs the suite.
 #[must_use]
-pub fn run(size: Size) -> Vec<Table> {
+pub(crate) fn run(size: Size) -> Vec<Table> {
     // Short blocks, many rounds: a noisy spell of a shared machine falls
     // on every variant alike.
     let rounds = size.pick(200, 2);
@@ -42,7 +42,7 @@ pub fn run(size: Size) -> Vec<Table> {
     let lab = lab(LabConfig::default());
     let url = lab.url("/items/a");
     let client = polite_blocking::Client::with_transport(
-        polite_blocking::UreqTransport::new(crate::ureq_agent()),
+        polite_blocking::UreqTransport::new(polite_bench::ureq_agent()),
         polite_blocking::Config {
             timeout: Duration::from_secs(5),
             ..polite_blocking::Config::default()
