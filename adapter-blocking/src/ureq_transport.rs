@@ -2,6 +2,7 @@
 //! attempt in flight (threads are reused from attempt to attempt).
 
 use std::future::Future;
+use std::io::Read;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -45,7 +46,9 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 ///   bytes after decoding (default 16 MiB): a larger body (or a
 ///   `Content-Length` above the limit) ends the attempt at once with a
 ///   permanent `BodyTooLarge` (never an out-of-memory, never retried; the
-///   rest of the body is not downloaded).
+///   rest of the body is not downloaded). A body with a `Content-Length`
+///   is read into one buffer of exactly that size (no regrowing, no
+///   copy).
 /// * **Redirects** are not followed by ureq (`max_redirects(0)` is set on
 ///   every request, whatever the agent's setting): polite follows them
 ///   itself by the client's [`RedirectPolicy`](polite_client::RedirectPolicy),
@@ -420,6 +423,7 @@ fn attempt(
         return Err(TransportErrorKind::Aborted.into());
     }
     let (parts, body) = request.into_parts();
+    let head = parts.method == http::Method::HEAD;
     let sent = if body.is_empty() && bodiless(&parts.method) {
         agent.run(for_one_attempt(
             agent,
@@ -451,17 +455,46 @@ fn attempt(
     if declared.is_some_and(|n| n > limit) {
         return Err(TransportError::body_too_large(limit));
     }
-    let bytes = response
-        .body_mut()
-        .with_config()
-        .limit(limit)
-        .read_to_vec()
-        .map_err(|e| match e {
-            ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
-            e => timed_out(e),
-        })?;
+    let room = body_capacity(declared, head, response.status());
+    let reader = response.body_mut().with_config().limit(limit).reader();
+    let bytes = read_body(reader, room).map_err(|e| match ureq::Error::from(e) {
+        ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
+        e => timed_out(e),
+    })?;
     let (parts, _) = response.into_parts();
     Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
+}
+
+/// Reads a whole body into a `Vec` made with `room` bytes (its declared
+/// length, see [`body_capacity`]): a body of that length is read without
+/// regrowing (no copy, no zero-filling of a doubled buffer) and fills it
+/// exactly, so `Bytes::from` takes it as it is. A body shorter than its
+/// room gives the rest back, so an answer never pins memory it does not
+/// use.
+fn read_body(mut reader: impl Read, room: usize) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(room);
+    reader.read_to_end(&mut bytes)?;
+    if bytes.len() < room {
+        bytes.shrink_to_fit();
+    }
+    Ok(bytes)
+}
+
+/// The room to read a body into at once: its declared `Content-Length`
+/// (already checked against the limit), when the answer has a body at all
+/// (not to a `HEAD`, not a 1xx, 204 or 304). Read into a `Vec` of exactly
+/// that size, a body is neither copied by regrowing nor re-allocated when
+/// it becomes `Bytes`; without a length (chunked, or decompressed: ureq
+/// then drops the header) the `Vec` grows as it reads.
+fn body_capacity(declared: Option<u64>, head: bool, status: http::StatusCode) -> usize {
+    let bodiless = head
+        || status.is_informational()
+        || status == http::StatusCode::NO_CONTENT
+        || status == http::StatusCode::NOT_MODIFIED;
+    match declared {
+        Some(n) if !bodiless => usize::try_from(n).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// `request` set up for one attempt on `agent`, whatever the agent's own
@@ -622,6 +655,47 @@ mod tests {
             assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
         }
         assert_eq!(threads.len(), 1, "20 sequential jobs, one worker thread");
+    }
+
+    /// Hands out at most `chunk` bytes per read, as a socket does.
+    struct Chunks<'a>(&'a [u8], usize);
+    impl Read for Chunks<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(self.1).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_body_is_read_into_exactly_its_declared_length() {
+        let body: Vec<u8> = (0..10_240u32).map(|i| i as u8).collect();
+        // Declared: one allocation of exactly the body's size.
+        let read = read_body(Chunks(&body, 1000), body.len()).unwrap();
+        assert_eq!(read, body);
+        assert_eq!(read.capacity(), body.len());
+        // Shorter than declared: the rest of the room is given back.
+        let read = read_body(Chunks(&body[..100], 1000), body.len()).unwrap();
+        assert_eq!(read, &body[..100]);
+        assert_eq!(read.capacity(), 100);
+        // Not declared (chunked, decompressed): grown as it is read.
+        let read = read_body(Chunks(&body, 1000), 0).unwrap();
+        assert_eq!(read, body);
+        assert!(read.capacity() > body.len(), "{}", read.capacity());
+    }
+
+    #[test]
+    fn the_room_for_a_body_is_its_declared_length_when_it_has_one() {
+        use http::StatusCode as S;
+        assert_eq!(body_capacity(Some(10_240), false, S::OK), 10_240);
+        assert_eq!(body_capacity(Some(7), false, S::NOT_FOUND), 7);
+        assert_eq!(body_capacity(None, false, S::OK), 0);
+        // No body follows, whatever the header says.
+        assert_eq!(body_capacity(Some(10_240), true, S::OK), 0);
+        assert_eq!(body_capacity(Some(10_240), false, S::NO_CONTENT), 0);
+        assert_eq!(body_capacity(Some(10_240), false, S::NOT_MODIFIED), 0);
+        assert_eq!(body_capacity(Some(10_240), false, S::CONTINUE), 0);
     }
 
     #[test]
