@@ -15,6 +15,7 @@ use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
 
 use crate::block_on::wake_at;
+use crate::recycle::Recycler;
 
 /// What one attempt produces.
 type Outcome = Result<http::Response<Bytes>, TransportError>;
@@ -47,8 +48,10 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 ///   `Content-Length` above the limit) ends the attempt at once with a
 ///   permanent `BodyTooLarge` (never an out-of-memory, never retried; the
 ///   rest of the body is not downloaded). A body with a `Content-Length`
-///   is read into one buffer of exactly that size (no regrowing, no
-///   copy).
+///   is read into one buffer of that size (never regrown or copied): the
+///   allocation of a body the caller has dropped when one of the last 8
+///   handed out fits (between its size and twice that, up to 2 MiB each,
+///   for up to [`WORKER_IDLE`](Self::WORKER_IDLE)), else a fresh one.
 /// * **Redirects** are not followed by ureq (`max_redirects(0)` is set on
 ///   every request, whatever the agent's setting): polite follows them
 ///   itself by the client's [`RedirectPolicy`](polite_client::RedirectPolicy),
@@ -103,6 +106,7 @@ pub struct UreqTransport {
     max_body: usize,
     live: Arc<AtomicUsize>,
     pool: Arc<Pool>,
+    recycler: Arc<Recycler>,
 }
 
 impl Default for UreqTransport {
@@ -136,6 +140,7 @@ impl UreqTransport {
             max_body: polite_client::DEFAULT_MAX_BODY,
             live: Arc::default(),
             pool: Arc::default(),
+            recycler: Arc::default(),
         }
     }
 
@@ -295,10 +300,11 @@ impl Transport for UreqTransport {
             abort_at,
         };
         let agent = self.agent.clone();
+        let recycler = Arc::clone(&self.recycler);
         let max_body = self.max_body;
         let live = Live::new(&self.live);
         let job: Job = Box::new(move || {
-            let result = attempt(&agent, request, abort_at, max_body);
+            let result = attempt(&agent, &recycler, request, abort_at, max_body);
             let waker = {
                 let mut slot = lock(&slot);
                 slot.result = Some(result);
@@ -414,6 +420,7 @@ fn bodiless(method: &http::Method) -> bool {
 /// each phase bounded by the time left until `abort_at`.
 fn attempt(
     agent: &ureq::Agent,
+    recycler: &Recycler,
     request: http::Request<Bytes>,
     abort_at: Instant,
     max_body: usize,
@@ -457,27 +464,64 @@ fn attempt(
     }
     let room = body_capacity(declared, head, response.status());
     let reader = response.body_mut().with_config().limit(limit).reader();
-    let bytes = read_body(reader, room).map_err(|e| match ureq::Error::from(e) {
+    let bytes = read_body(reader, room, recycler).map_err(|e| match ureq::Error::from(e) {
         ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
         e => timed_out(e),
     })?;
     let (parts, _) = response.into_parts();
-    Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
+    Ok(http::Response::from_parts(parts, bytes))
 }
 
-/// Reads a whole body into a `Vec` made with `room` bytes (its declared
-/// length, see [`body_capacity`]): a body of that length is read without
-/// regrowing (no copy, no zero-filling of a doubled buffer) and fills it
-/// exactly, so `Bytes::from` takes it as it is. A body shorter than its
-/// room gives the rest back, so an answer never pins memory it does not
-/// use.
-fn read_body(mut reader: impl Read, room: usize) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(room);
-    reader.read_to_end(&mut bytes)?;
-    if bytes.len() < room {
-        bytes.shrink_to_fit();
+/// Reads a whole body. A body of declared length (`room` bytes, see
+/// [`body_capacity`]) is read into one buffer of that size, taken from a
+/// body its caller has dropped when one fits ([`Recycler`]: its stale
+/// bytes are read over, never zeroed again) or made fresh and zeroed only
+/// a step ahead of the reads; it is never regrown or copied, and a body
+/// shorter than declared is copied out so that it pins no more than its
+/// length. A body of unknown length (chunked, or decompressed: ureq then
+/// drops the header) grows as it is read.
+fn read_body(mut reader: impl Read, room: usize, recycler: &Recycler) -> std::io::Result<Bytes> {
+    /// How far ahead of the reads a fresh buffer is zeroed.
+    const STEP: usize = 64 << 10;
+    if room == 0 {
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes)?;
+        return Ok(Bytes::from(bytes));
     }
-    Ok(bytes)
+    let now = Instant::now();
+    let mut body = recycler.buffer(room, now, UreqTransport::WORKER_IDLE);
+    let mut len = 0;
+    loop {
+        if len == body.len() && len < room {
+            body.resize(room.min(len + STEP), 0);
+        }
+        let read = if len < body.len() {
+            reader.read(&mut body[len..])
+        } else {
+            // Full: only the end of the body (or more than declared,
+            // which ureq's framing does not let through) is left.
+            let mut probe = [0u8; 64];
+            let read = reader.read(&mut probe);
+            if let Ok(n) = read {
+                body.truncate(len);
+                body.extend_from_slice(&probe[..n]);
+            }
+            read
+        };
+        match read {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if len < room {
+        return Ok(Bytes::copy_from_slice(&body[..len]));
+    }
+    body.truncate(len);
+    let body = body.freeze();
+    recycler.keep(&body, now);
+    Ok(body)
 }
 
 /// The room to read a body into at once: its declared `Content-Length`
@@ -669,20 +713,34 @@ mod tests {
     }
 
     #[test]
-    fn a_body_is_read_into_exactly_its_declared_length() {
-        let body: Vec<u8> = (0..10_240u32).map(|i| i as u8).collect();
-        // Declared: one allocation of exactly the body's size.
-        let read = read_body(Chunks(&body, 1000), body.len()).unwrap();
-        assert_eq!(read, body);
-        assert_eq!(read.capacity(), body.len());
-        // Shorter than declared: the rest of the room is given back.
-        let read = read_body(Chunks(&body[..100], 1000), body.len()).unwrap();
-        assert_eq!(read, &body[..100]);
-        assert_eq!(read.capacity(), 100);
+    fn a_body_is_read_into_one_buffer_reused_once_its_caller_dropped_it() {
+        let recycler = Recycler::default();
+        let a: Vec<u8> = (0..10_240u32).map(|i| i as u8).collect();
+        let b: Vec<u8> = (0..10_240u32).map(|i| (i / 7) as u8).collect();
+        // Declared: read in socket-sized reads into one buffer.
+        let first = read_body(Chunks(&a, 1000), a.len(), &recycler).unwrap();
+        assert_eq!(first, a);
+        let at = first.as_ptr();
+        // Still held: the next body gets a buffer of its own.
+        let second = read_body(Chunks(&b, 1000), b.len(), &recycler).unwrap();
+        assert_eq!(second, b);
+        assert_ne!(second.as_ptr(), at);
+        // Dropped: its allocation takes the next body, over its stale bytes.
+        drop(first);
+        let third = read_body(Chunks(&b, 1000), b.len(), &recycler).unwrap();
+        assert_eq!(third, b);
+        assert_eq!(third.as_ptr(), at, "the dropped body's allocation");
+        // Shorter than declared: exactly what came, in a copy of its own.
+        drop(second);
+        let short = read_body(Chunks(&a[..100], 1000), a.len(), &recycler).unwrap();
+        assert_eq!(short, &a[..100]);
         // Not declared (chunked, decompressed): grown as it is read.
-        let read = read_body(Chunks(&body, 1000), 0).unwrap();
-        assert_eq!(read, body);
-        assert!(read.capacity() > body.len(), "{}", read.capacity());
+        let grown = read_body(Chunks(&a, 1000), 0, &recycler).unwrap();
+        assert_eq!(grown, a);
+        // A body longer than declared is not cut (ureq's framing does not
+        // let one through; kept correct anyway).
+        let long = read_body(Chunks(&a, 1000), 5000, &recycler).unwrap();
+        assert_eq!(long, a);
     }
 
     #[test]
