@@ -14,7 +14,8 @@
 //! bytes (never zeroed again, never handed out: a body is cut to what was
 //! read). Bounded: at most [`SLOTS`] handles, each at most [`MAX_BODY`]
 //! long, none kept past [`UreqTransport::WORKER_IDLE`](crate::UreqTransport::WORKER_IDLE)
-//! (checked when a buffer is asked for); a body only reuses an allocation
+//! (checked when a buffer is asked for, and when a worker leaves after
+//! idling that long); a body only reuses an allocation
 //! between its own size and twice that, so a small body never pins a
 //! large allocation.
 
@@ -78,6 +79,22 @@ impl Recycler {
         // Our handle on the oldest body goes outside the lock (the memory
         // is freed here if its caller has dropped it too).
         drop(dropped);
+    }
+
+    /// Drops the handles kept `timeout` or longer before `now` (a worker
+    /// leaving after idling that long).
+    pub(crate) fn expire(&self, now: Instant, timeout: Duration) {
+        let expired: VecDeque<_> = {
+            let mut slots = self.lock();
+            let (expired, kept) = std::mem::take(&mut *slots)
+                .into_iter()
+                .partition(|(_, since)| now.duration_since(*since) >= timeout);
+            *slots = kept;
+            expired
+        };
+        // Our handles go outside the lock (the memory is freed here if
+        // their callers have dropped them too).
+        drop(expired);
     }
 
     /// How many handles are kept.
@@ -150,5 +167,25 @@ mod tests {
         assert_eq!(r.len(), SLOTS, "too long or empty: not kept");
         let _ = r.buffer(10, now + LONG, LONG);
         assert_eq!(r.len(), 0, "all expired at the idle timeout");
+    }
+
+    #[test]
+    fn a_leaving_worker_drops_the_handles_as_old_as_its_idle_time() {
+        let r = Recycler::default();
+        let now = Instant::now();
+        let (old, recent) = (body(1000), body(1000));
+        let recent_addr = recent.as_ptr();
+        r.keep(&old, now);
+        r.keep(&recent, now + LONG / 2);
+        drop((old, recent));
+        r.expire(now + LONG - Duration::from_millis(1), LONG);
+        assert_eq!(r.len(), 2, "none kept a whole idle time yet");
+        r.expire(now + LONG, LONG);
+        assert_eq!(r.len(), 1, "only the one kept a whole idle time ago");
+        assert_eq!(
+            r.buffer(1000, now + LONG, 2 * LONG).as_ptr(),
+            recent_addr,
+            "the recent one is still there"
+        );
     }
 }

@@ -50,8 +50,10 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 ///   rest of the body is not downloaded). A body with a `Content-Length`
 ///   is read into one buffer of that size (never regrown or copied): the
 ///   allocation of a body the caller has dropped when one of the last 8
-///   handed out fits (between its size and twice that, up to 2 MiB each,
-///   for up to [`WORKER_IDLE`](Self::WORKER_IDLE)), else a fresh one.
+///   handed out fits (between its size and twice that, up to 2 MiB
+///   each), else a fresh one. Those 8 handles are dropped once a worker
+///   has idled [`WORKER_IDLE`](Self::WORKER_IDLE): a transport no longer
+///   used pins no body memory the caller has let go.
 /// * **Redirects** are not followed by ureq (`max_redirects(0)` is set on
 ///   every request, whatever the agent's setting): polite follows them
 ///   itself by the client's [`RedirectPolicy`](polite_client::RedirectPolicy),
@@ -106,7 +108,6 @@ pub struct UreqTransport {
     max_body: usize,
     live: Arc<AtomicUsize>,
     pool: Arc<Pool>,
-    recycler: Arc<Recycler>,
 }
 
 impl Default for UreqTransport {
@@ -140,7 +141,6 @@ impl UreqTransport {
             max_body: polite_client::DEFAULT_MAX_BODY,
             live: Arc::default(),
             pool: Arc::default(),
-            recycler: Arc::default(),
         }
     }
 
@@ -300,11 +300,11 @@ impl Transport for UreqTransport {
             abort_at,
         };
         let agent = self.agent.clone();
-        let recycler = Arc::clone(&self.recycler);
+        let pool = Arc::clone(&self.pool);
         let max_body = self.max_body;
         let live = Live::new(&self.live);
         let job: Job = Box::new(move || {
-            let result = attempt(&agent, &recycler, request, abort_at, max_body);
+            let result = attempt(&agent, &pool.recycler, request, abort_at, max_body);
             let waker = {
                 let mut slot = lock(&slot);
                 slot.result = Some(result);
@@ -336,6 +336,8 @@ struct Pool {
     /// Idle workers (an id, and the sender of the worker's job channel).
     idle: Mutex<Vec<(u64, mpsc::Sender<Job>)>>,
     next_id: AtomicU64,
+    /// The handles on the last bodies handed out, for the workers' reads.
+    recycler: Recycler,
 }
 
 impl Pool {
@@ -385,8 +387,15 @@ impl Pool {
                 Err(_) => {
                     let mut idle = self.idle();
                     if let Some(at) = idle.iter().position(|(w, _)| *w == id) {
-                        // Still listed: nobody will send; leave.
+                        // Still listed: nobody will send; leave. The
+                        // handles on bodies kept as long as this worker
+                        // idled go too (the last worker to leave finds
+                        // them all that old), so an unused transport
+                        // pins no body memory.
                         idle.swap_remove(at);
+                        drop(idle);
+                        self.recycler
+                            .expire(Instant::now(), UreqTransport::WORKER_IDLE);
                         return;
                     }
                     drop(idle);
