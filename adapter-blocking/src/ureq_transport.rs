@@ -2,6 +2,7 @@
 //! attempt in flight (threads are reused from attempt to attempt).
 
 use std::future::Future;
+use std::io::Read;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -14,6 +15,7 @@ use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
 
 use crate::block_on::wake_at;
+use crate::recycle::Recycler;
 
 /// What one attempt produces.
 type Outcome = Result<http::Response<Bytes>, TransportError>;
@@ -45,7 +47,13 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 ///   bytes after decoding (default 16 MiB): a larger body (or a
 ///   `Content-Length` above the limit) ends the attempt at once with a
 ///   permanent `BodyTooLarge` (never an out-of-memory, never retried; the
-///   rest of the body is not downloaded).
+///   rest of the body is not downloaded). A body with a `Content-Length`
+///   is read into one buffer of that size (never regrown or copied): the
+///   allocation of a body the caller has dropped when one of the last 8
+///   handed out fits (between its size and twice that, up to 2 MiB
+///   each), else a fresh one. Those 8 handles are dropped once a worker
+///   has idled [`WORKER_IDLE`](Self::WORKER_IDLE): a transport no longer
+///   used pins no body memory the caller has let go.
 /// * **Redirects** are not followed by ureq (`max_redirects(0)` is set on
 ///   every request, whatever the agent's setting): polite follows them
 ///   itself by the client's [`RedirectPolicy`](polite_client::RedirectPolicy),
@@ -292,10 +300,11 @@ impl Transport for UreqTransport {
             abort_at,
         };
         let agent = self.agent.clone();
+        let pool = Arc::clone(&self.pool);
         let max_body = self.max_body;
         let live = Live::new(&self.live);
         let job: Job = Box::new(move || {
-            let result = attempt(&agent, request, abort_at, max_body);
+            let result = attempt(&agent, &pool.recycler, request, abort_at, max_body);
             let waker = {
                 let mut slot = lock(&slot);
                 slot.result = Some(result);
@@ -327,6 +336,8 @@ struct Pool {
     /// Idle workers (an id, and the sender of the worker's job channel).
     idle: Mutex<Vec<(u64, mpsc::Sender<Job>)>>,
     next_id: AtomicU64,
+    /// The handles on the last bodies handed out, for the workers' reads.
+    recycler: Recycler,
 }
 
 impl Pool {
@@ -376,8 +387,15 @@ impl Pool {
                 Err(_) => {
                     let mut idle = self.idle();
                     if let Some(at) = idle.iter().position(|(w, _)| *w == id) {
-                        // Still listed: nobody will send; leave.
+                        // Still listed: nobody will send; leave. The
+                        // handles on bodies kept as long as this worker
+                        // idled go too (the last worker to leave finds
+                        // them all that old), so an unused transport
+                        // pins no body memory.
                         idle.swap_remove(at);
+                        drop(idle);
+                        self.recycler
+                            .expire(Instant::now(), UreqTransport::WORKER_IDLE);
                         return;
                     }
                     drop(idle);
@@ -411,6 +429,7 @@ fn bodiless(method: &http::Method) -> bool {
 /// each phase bounded by the time left until `abort_at`.
 fn attempt(
     agent: &ureq::Agent,
+    recycler: &Recycler,
     request: http::Request<Bytes>,
     abort_at: Instant,
     max_body: usize,
@@ -420,6 +439,7 @@ fn attempt(
         return Err(TransportErrorKind::Aborted.into());
     }
     let (parts, body) = request.into_parts();
+    let head = parts.method == http::Method::HEAD;
     let sent = if body.is_empty() && bodiless(&parts.method) {
         agent.run(for_one_attempt(
             agent,
@@ -451,17 +471,83 @@ fn attempt(
     if declared.is_some_and(|n| n > limit) {
         return Err(TransportError::body_too_large(limit));
     }
-    let bytes = response
-        .body_mut()
-        .with_config()
-        .limit(limit)
-        .read_to_vec()
-        .map_err(|e| match e {
-            ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
-            e => timed_out(e),
-        })?;
+    let room = body_capacity(declared, head, response.status());
+    let reader = response.body_mut().with_config().limit(limit).reader();
+    let bytes = read_body(reader, room, recycler).map_err(|e| match ureq::Error::from(e) {
+        ureq::Error::BodyExceedsLimit(_) => TransportError::body_too_large(limit),
+        e => timed_out(e),
+    })?;
     let (parts, _) = response.into_parts();
-    Ok(http::Response::from_parts(parts, Bytes::from(bytes)))
+    Ok(http::Response::from_parts(parts, bytes))
+}
+
+/// Reads a whole body. A body of declared length (`room` bytes, see
+/// [`body_capacity`]) is read into one buffer of that size, taken from a
+/// body its caller has dropped when one fits ([`Recycler`]: its stale
+/// bytes are read over, never zeroed again) or made fresh and zeroed only
+/// a step ahead of the reads; it is never regrown or copied, and a body
+/// shorter than declared is copied out so that it pins no more than its
+/// length. A body of unknown length (chunked, or decompressed: ureq then
+/// drops the header) grows as it is read.
+fn read_body(mut reader: impl Read, room: usize, recycler: &Recycler) -> std::io::Result<Bytes> {
+    /// How far ahead of the reads a fresh buffer is zeroed.
+    const STEP: usize = 64 << 10;
+    if room == 0 {
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes)?;
+        return Ok(Bytes::from(bytes));
+    }
+    let now = Instant::now();
+    let mut body = recycler.buffer(room, now, UreqTransport::WORKER_IDLE);
+    let mut len = 0;
+    loop {
+        if len == body.len() && len < room {
+            body.resize(room.min(len + STEP), 0);
+        }
+        let read = if len < body.len() {
+            reader.read(&mut body[len..])
+        } else {
+            // Full: only the end of the body (or more than declared,
+            // which ureq's framing does not let through) is left.
+            let mut probe = [0u8; 64];
+            let read = reader.read(&mut probe);
+            if let Ok(n) = read {
+                body.truncate(len);
+                body.extend_from_slice(&probe[..n]);
+            }
+            read
+        };
+        match read {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if len < room {
+        return Ok(Bytes::copy_from_slice(&body[..len]));
+    }
+    body.truncate(len);
+    let body = body.freeze();
+    recycler.keep(&body, now);
+    Ok(body)
+}
+
+/// The room to read a body into at once: its declared `Content-Length`
+/// (already checked against the limit), when the answer has a body at all
+/// (not to a `HEAD`, not a 1xx, 204 or 304). Read into a `Vec` of exactly
+/// that size, a body is neither copied by regrowing nor re-allocated when
+/// it becomes `Bytes`; without a length (chunked, or decompressed: ureq
+/// then drops the header) the `Vec` grows as it reads.
+fn body_capacity(declared: Option<u64>, head: bool, status: http::StatusCode) -> usize {
+    let bodiless = head
+        || status.is_informational()
+        || status == http::StatusCode::NO_CONTENT
+        || status == http::StatusCode::NOT_MODIFIED;
+    match declared {
+        Some(n) if !bodiless => usize::try_from(n).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// `request` set up for one attempt on `agent`, whatever the agent's own
@@ -622,6 +708,61 @@ mod tests {
             assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
         }
         assert_eq!(threads.len(), 1, "20 sequential jobs, one worker thread");
+    }
+
+    /// Hands out at most `chunk` bytes per read, as a socket does.
+    struct Chunks<'a>(&'a [u8], usize);
+    impl Read for Chunks<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(self.1).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_body_is_read_into_one_buffer_reused_once_its_caller_dropped_it() {
+        let recycler = Recycler::default();
+        let a: Vec<u8> = (0..10_240u32).map(|i| i as u8).collect();
+        let b: Vec<u8> = (0..10_240u32).map(|i| (i / 7) as u8).collect();
+        // Declared: read in socket-sized reads into one buffer.
+        let first = read_body(Chunks(&a, 1000), a.len(), &recycler).unwrap();
+        assert_eq!(first, a);
+        let at = first.as_ptr();
+        // Still held: the next body gets a buffer of its own.
+        let second = read_body(Chunks(&b, 1000), b.len(), &recycler).unwrap();
+        assert_eq!(second, b);
+        assert_ne!(second.as_ptr(), at);
+        // Dropped: its allocation takes the next body, over its stale bytes.
+        drop(first);
+        let third = read_body(Chunks(&b, 1000), b.len(), &recycler).unwrap();
+        assert_eq!(third, b);
+        assert_eq!(third.as_ptr(), at, "the dropped body's allocation");
+        // Shorter than declared: exactly what came, in a copy of its own.
+        drop(second);
+        let short = read_body(Chunks(&a[..100], 1000), a.len(), &recycler).unwrap();
+        assert_eq!(short, &a[..100]);
+        // Not declared (chunked, decompressed): grown as it is read.
+        let grown = read_body(Chunks(&a, 1000), 0, &recycler).unwrap();
+        assert_eq!(grown, a);
+        // A body longer than declared is not cut (ureq's framing does not
+        // let one through; kept correct anyway).
+        let long = read_body(Chunks(&a, 1000), 5000, &recycler).unwrap();
+        assert_eq!(long, a);
+    }
+
+    #[test]
+    fn the_room_for_a_body_is_its_declared_length_when_it_has_one() {
+        use http::StatusCode as S;
+        assert_eq!(body_capacity(Some(10_240), false, S::OK), 10_240);
+        assert_eq!(body_capacity(Some(7), false, S::NOT_FOUND), 7);
+        assert_eq!(body_capacity(None, false, S::OK), 0);
+        // No body follows, whatever the header says.
+        assert_eq!(body_capacity(Some(10_240), true, S::OK), 0);
+        assert_eq!(body_capacity(Some(10_240), false, S::NO_CONTENT), 0);
+        assert_eq!(body_capacity(Some(10_240), false, S::NOT_MODIFIED), 0);
+        assert_eq!(body_capacity(Some(10_240), false, S::CONTINUE), 0);
     }
 
     #[test]
