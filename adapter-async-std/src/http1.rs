@@ -19,7 +19,7 @@ use ureq_proto::client::{
 };
 
 use crate::pool::{Conn, Origin, Pool};
-use crate::recycle::Recycler;
+use polite_client::recycle::Recycler;
 
 /// How much of a response head (status line and headers) is read at most.
 const MAX_HEAD: usize = 64 << 10;

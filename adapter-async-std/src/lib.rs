@@ -225,7 +225,6 @@ mod http1;
 #[cfg(feature = "http1")]
 mod pool;
 #[cfg(feature = "http1")]
-mod recycle;
 mod runtime;
 #[cfg(feature = "tls")]
 mod tls;

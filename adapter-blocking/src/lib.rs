@@ -133,7 +133,6 @@
 mod block_on;
 mod clock;
 #[cfg(feature = "ureq")]
-mod recycle;
 mod runtime;
 #[cfg(feature = "ureq")]
 mod ureq_transport;

@@ -15,7 +15,7 @@ use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
 
 use crate::block_on::wake_at;
-use crate::recycle::Recycler;
+use polite_client::recycle::Recycler;
 
 /// What one attempt produces.
 type Outcome = Result<http::Response<Bytes>, TransportError>;

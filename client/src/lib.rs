@@ -50,6 +50,7 @@ pub mod metrics;
 mod options;
 mod pace;
 mod paces;
+pub mod recycle;
 pub mod redirect;
 mod runtime;
 mod stream;
