@@ -35,7 +35,10 @@ pub(crate) enum Command {
     ///
     /// Each result line: `line` (the URL's line number on stdin, from 1),
     /// `url` (user-info, query values and fragment shown as ***), `ok`,
-    /// `status`, and `body` or `error`.
+    /// `status`, and `body` or `error`. Blank lines and lines starting with
+    /// `#` are skipped; a line that is no URL, not UTF-8 or longer than
+    /// 64 KiB gets an error line of its own (exit 2), and the lines after
+    /// it are still read.
     ///
     /// With no flags the pace is `--rate auto`: no fixed client-side limit,
     /// the server's quota learnt from its RateLimit headers, and a rate that

@@ -412,7 +412,10 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
 
 /// The URLs of a batch, read from stdin as the batch pulls them.
 struct Lines<R> {
-    input: std::io::Lines<R>,
+    input: R,
+    /// The line being read (its bytes: a line that is not UTF-8 is that
+    /// line's error, not the end of the input).
+    buf: Vec<u8>,
     method: String,
     headers: Vec<String>,
     /// Requests handed to the batch so far (the next item's index).
@@ -440,7 +443,8 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl<R: std::io::BufRead> Lines<R> {
     fn new(args: &BatchArgs, input: R) -> Self {
         Lines {
-            input: input.lines(),
+            input,
+            buf: Vec::new(),
             method: args.method.clone(),
             headers: args.common.headers.clone(),
             next: 0,
@@ -458,29 +462,53 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
     type Item = http::Request<Bytes>;
     fn next(&mut self) -> Option<http::Request<Bytes>> {
         loop {
-            let line = match self.input.next()? {
-                Ok(line) => line,
+            let too_long = match read_line(&mut self.input, &mut self.buf) {
+                Ok(None) => return None,
+                Ok(Some(too_long)) => too_long,
                 Err(e) => {
                     *locked(&self.book.read_error) = Some(e.to_string());
                     return None;
                 }
             };
             self.line_no += 1;
-            let url = line.trim();
-            if url.is_empty() || url.starts_with('#') {
-                continue;
-            }
-            match request::build(&self.method, url, &self.headers, Bytes::new(), None) {
-                Ok(req) => {
+            let built = match std::str::from_utf8(&self.buf) {
+                _ if too_long => Err(Usage(format!(
+                    "line longer than {MAX_LINE} bytes (not read further)"
+                ))),
+                Ok(line) => {
+                    let url = line.trim();
+                    if url.is_empty() || url.starts_with('#') {
+                        continue;
+                    }
+                    request::build(&self.method, url, &self.headers, Bytes::new(), None)
+                        .map(|req| (req, url))
+                }
+                // Reported as this line's error (its valid parts shown,
+                // redacted like any URL); the next lines are still read.
+                Err(e) => Err(Usage(format!(
+                    "line is not UTF-8 (invalid byte at offset {})",
+                    e.valid_up_to()
+                ))),
+            };
+            match built {
+                Ok((req, url)) => {
                     let shown = crate::redact::url_plain(url);
                     locked(&self.book.urls).insert(self.next, (self.line_no, shown));
                     self.next += 1;
                     return Some(req);
                 }
                 Err(Usage(why)) => {
+                    // A line too long is shown by its start only.
+                    let shown =
+                        &self.buf[..self.buf.len().min(if too_long { 256 } else { MAX_LINE })];
+                    let text = String::from_utf8_lossy(shown);
+                    let mut url = crate::redact::url_plain(text.trim());
+                    if too_long {
+                        url.push('…');
+                    }
                     let line = serde_json::json!({
                         "line": self.line_no,
-                        "url": crate::redact::url_plain(url),
+                        "url": url,
                         "ok": false,
                         "status": null,
                         "error": why,
@@ -493,6 +521,62 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
             }
         }
     }
+}
+
+/// The longest input line a batch reads (a URL is far shorter): a longer
+/// one is that line's error, and the bytes after the limit are skipped up
+/// to the next newline without being kept, so no input grows memory.
+const MAX_LINE: usize = 64 * 1024;
+
+/// Reads the next line of `input` into `buf` (without its `\n`), at most
+/// [`MAX_LINE`] bytes of it: `Some(true)` when the line was longer (the
+/// rest of it is skipped), `None` at the end of the input.
+fn read_line(
+    input: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<bool>> {
+    use std::io::{BufRead as _, Read as _};
+    buf.clear();
+    let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX) + 1;
+    let n = loop {
+        match input.by_ref().take(limit).read_until(b'\n', buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            read => break read?,
+        }
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        return Ok(Some(false));
+    }
+    if buf.len() <= MAX_LINE {
+        // The last line, without a newline.
+        return Ok(Some(false));
+    }
+    // Longer than the limit: skip to the end of the line, keeping nothing.
+    buf.truncate(MAX_LINE);
+    loop {
+        let chunk = match input.fill_buf() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            chunk => chunk?,
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                input.consume(at + 1);
+                break;
+            }
+            None => {
+                let len = chunk.len();
+                input.consume(len);
+            }
+        }
+    }
+    Ok(Some(true))
 }
 
 impl Book {

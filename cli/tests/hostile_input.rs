@@ -14,6 +14,12 @@ use polite_lab::{JobState, Lab, LabConfig, RetryAfter, Step};
 const SECRETS: [&str; 4] = ["hunter2pw", "SECRET456", "SECRET-TOKEN", "SECRET-KEY"];
 
 fn polite_with(args: &[&str], stdin: &str) -> Output {
+    polite_with_bytes(args, stdin.as_bytes().to_vec())
+}
+
+/// Runs the binary with `stdin` written from a thread of its own (a large
+/// input never blocks against the binary's output).
+fn polite_with_bytes(args: &[&str], stdin: Vec<u8>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
         .args(args)
         .stdin(Stdio::piped())
@@ -22,9 +28,12 @@ fn polite_with(args: &[&str], stdin: &str) -> Output {
         .spawn()
         .expect("the binary runs");
     let mut input = child.stdin.take().expect("stdin");
-    let _ = input.write_all(stdin.as_bytes());
-    drop(input);
-    child.wait_with_output().expect("the binary ends")
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().expect("the binary ends");
+    writer.join().expect("the writer ends");
+    out
 }
 
 fn polite(args: &[&str]) -> Output {
@@ -356,4 +365,65 @@ fn batch_results_name_their_input_line_and_never_echo_a_urls_secrets() {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     }
     assert_eq!(lab.log().len(), 4, "two requests per run");
+}
+
+#[test]
+fn a_batch_line_that_is_not_utf8_or_too_long_is_its_own_error_and_the_next_lines_are_read() {
+    // Before: the first line that was not UTF-8 ended the input ("stopped
+    // reading URLs from stdin"), and every line after it was lost; a line
+    // of any length was kept whole in memory.
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let ok = lab.url("/bytes/2");
+    let mut input = Vec::new();
+    input.extend_from_slice(format!("{ok}\n").as_bytes());
+    input.extend_from_slice(b"\xff\xfehttp://alice:hunter2pw@127.0.0.1:1/?token=SECRET456\n");
+    input.extend_from_slice(format!("{ok}\r\n").as_bytes());
+    input.extend_from_slice(b"http://127.0.0.1:1/");
+    input.extend(std::iter::repeat_n(b'a', 300_000));
+    input.extend_from_slice(b"?token=SECRET456\n");
+    input.extend_from_slice(ok.as_bytes()); // the last line, without a newline
+    for order in [&["batch", "--rate", "none"][..], &["batch", "--unordered"]] {
+        let o = polite_with_bytes(order, input.clone());
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        for secret in SECRETS {
+            assert!(!out.contains(secret), "{order:?} leaked {secret}: {out}");
+            assert!(!stderr(&o).contains(secret), "{order:?} leaked {secret}");
+        }
+        let mut lines: Vec<(u64, bool, String)> = out
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+                assert!(
+                    l.len() < 2000,
+                    "a long line is shown by its start: {l:.300}"
+                );
+                (
+                    v["line"].as_u64().expect("a line number"),
+                    v["ok"] == true,
+                    v["error"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        lines.sort();
+        let errors: Vec<_> = lines
+            .iter()
+            .map(|(n, ok, e)| (*n, *ok, e.split(' ').take(3).collect::<Vec<_>>().join(" ")))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                (1, true, String::new()),
+                (2, false, "line is not".to_owned()),
+                (3, true, String::new()),
+                (4, false, "line longer than".to_owned()),
+                (5, true, String::new()),
+            ],
+            "{order:?}: {out}"
+        );
+        assert!(lines[1].2.contains("UTF-8"), "{}", lines[1].2);
+        assert!(!stderr(&o).contains("stopped reading"), "{}", stderr(&o));
+        // Lines that are no request are usage errors.
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    }
+    assert_eq!(lab.log().len(), 6, "three requests per run");
 }
