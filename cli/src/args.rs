@@ -127,17 +127,17 @@ pub(crate) struct WaitArgs {
     /// The job resource, e.g. http://127.0.0.1:8080/runs/42.
     pub(crate) url: String,
     /// The JSON field holding the job state (dots for nesting: data.state).
-    #[arg(long, default_value = "status")]
+    #[arg(long, default_value = "status", value_parser = field)]
     pub(crate) field: String,
     /// Terminal states, comma-separated [default: passed, failed, cancelled,
     /// canceled, done, succeeded, success, completed, complete, finished,
     /// error, errored, failure, aborted].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = state)]
     pub(crate) terminal: Vec<String>,
     /// Terminal states that mean success (exit 0), comma-separated
     /// [default: those of passed, done, succeeded, success, completed,
     /// complete, finished that are terminal].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = state)]
     pub(crate) success: Vec<String>,
     /// The long-poll query parameter.
     #[arg(long, default_value = "waitSeconds")]
@@ -186,6 +186,27 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
 
 /// A `--timeout`: a duration longer than zero (a zero budget could send
 /// nothing).
+/// A JSON field path for `wait --field`: names joined by dots, none empty
+/// (an empty name matches no field, so the wait would only time out).
+pub(crate) fn field(s: &str) -> Result<String, String> {
+    if s.split('.').any(str::is_empty) {
+        return Err(
+            "a field is one or more names joined by dots, none empty (e.g. status, data.state)"
+                .into(),
+        );
+    }
+    Ok(s.to_owned())
+}
+
+/// A job state name for `--terminal` / `--success`: not empty (`a,,b` or
+/// `''` is a typo, and no job reports an empty state).
+pub(crate) fn state(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("a state name must not be empty (e.g. done,failed)".into());
+    }
+    Ok(s.to_owned())
+}
+
 pub(crate) fn timeout(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d.is_zero() {

@@ -427,3 +427,31 @@ fn a_batch_line_that_is_not_utf8_or_too_long_is_its_own_error_and_the_next_lines
     }
     assert_eq!(lab.log().len(), 6, "three requests per run");
 }
+
+#[test]
+fn an_empty_wait_field_or_state_is_a_usage_error_that_sends_nothing() {
+    // Before: `--field ''` (or `.status`, `a..b`) matched no field, so the
+    // wait polled until its --timeout; `--terminal done,,failed` added an
+    // empty state.
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let url = lab.url("/runs/1");
+    for args in [
+        &["--field", ""][..],
+        &["--field", ".status"],
+        &["--field", "data..state"],
+        &["--field", "status."],
+        &["--terminal", "done,,failed"],
+        &["--success", ""],
+    ] {
+        let mut all = vec!["wait", url.as_str(), "--timeout", "30s"];
+        all.extend_from_slice(args);
+        let o = polite(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("empty"), "{args:?}: {}", stderr(&o));
+    }
+    assert!(lab.log().is_empty(), "nothing was sent");
+    // A nested field is still a field.
+    let o = polite(&["wait", "http://exa mple/", "--field", "data.state"]);
+    assert!(!stderr(&o).contains("--field"), "{}", stderr(&o));
+}
