@@ -112,6 +112,29 @@ async fn final_answers_are_ok_with_their_outcome_like_a_plain_reqwest_call() {
     assert_eq!(lab.log().len(), 1 + 2);
 }
 
+/// An answer handed back unread (a success, a 404) carries reqwest's own
+/// extensions as a plain `send()` would: they ride through polite with it
+/// and are put back (`remote_addr` reads reqwest's connection info there).
+#[tokio::test]
+async fn an_answer_handed_back_unread_keeps_reqwests_own_extensions() {
+    let lab = Lab::start(LabConfig::default().script("/gone", vec![Step::status(404)])).unwrap();
+    let bare = reqwest::Client::new();
+    let expected = bare.get(lab.url("/items/1")).send().await.unwrap();
+    let expected = expected.remote_addr().expect("reqwest's connection info");
+    let client = stack(Config::default());
+    let ok = client.get(lab.url("/items/1")).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.remote_addr(), Some(expected));
+    assert!(ok.extensions().get::<Outcome>().is_none());
+    let gone = client.get(lab.url("/gone")).send().await.unwrap();
+    assert_eq!(gone.remote_addr(), Some(expected));
+    assert_eq!(
+        gone.extensions().get::<Outcome>(),
+        Some(&Outcome::NotRetryable { status: 404 })
+    );
+    assert!(ok.text().await.unwrap().contains("\"item\""));
+}
+
 #[tokio::test]
 async fn a_streaming_body_is_sent_once_a_buffered_one_is_retried() {
     let lab = Lab::start(
