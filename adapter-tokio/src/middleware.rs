@@ -199,7 +199,7 @@ where
 {
     async fn handle(
         &self,
-        mut req: reqwest::Request,
+        req: reqwest::Request,
         extensions: &mut http::Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
@@ -207,23 +207,33 @@ where
             None => Some(Bytes::new()),
             Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
         };
-        // The request as reqwest holds it, without headers or body: the
-        // first attempt is sent from it, so its URL is not formatted and
-        // parsed again (`like_proto`). Made with the headers (and a
-        // buffered body) set aside, so that they are not copied only to be
-        // dropped.
-        let proto = match &buffered {
-            Some(_) => {
-                let headers = std::mem::take(req.headers_mut());
-                let body = req.body_mut().take();
-                let proto = req.try_clone();
-                *req.headers_mut() = headers;
-                *req.body_mut() = body;
-                proto
-            }
-            None => None,
-        };
+        // What the first attempt is sent as, without headers or body: the
+        // caller's method, URL, version and timeout, so that its URL is not
+        // formatted and parsed again (`like_proto`).
+        let first = buffered.as_ref().map(|_| {
+            let timeout = req.timeout().copied();
+            (
+                req.method().clone(),
+                req.url().clone(),
+                req.version(),
+                timeout,
+            )
+        });
         let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
+        // That is the caller's request when its extensions hold nothing but
+        // the timeout (reqwest keeps them private: it cannot be given
+        // others). Else the first attempt is built from polite's copy with
+        // the extensions, as a retry is.
+        let proto = first
+            .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
+            .map(|(method, url, version, timeout)| {
+                let mut proto = reqwest::Request::new(method, url);
+                *proto.version_mut() = version;
+                if timeout.is_some() {
+                    *proto.timeout_mut() = timeout;
+                }
+                proto
+            });
         let mut options = extensions
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
@@ -331,8 +341,9 @@ struct NextTransport<'a> {
     /// Where the text of polite's copy of the request's URI lies.
     template: UriText,
     /// The caller's request without headers or body (its method, URL,
-    /// version and extensions), when its body is buffered, until the first
-    /// attempt to its URL is sent from it.
+    /// version and timeout, when its extensions hold nothing else), when
+    /// its body is buffered, until the first attempt to its URL is sent
+    /// from it.
     proto: Mutex<Option<reqwest::Request>>,
     /// A request with a streaming body, sent once.
     once: Mutex<Option<reqwest::Request>>,

@@ -292,6 +292,67 @@ fn the_conformance_send_scenarios_pass_through_the_middleware() {
     });
 }
 
+/// A marker put in a reqwest request's own extensions.
+#[derive(Clone)]
+struct Marker;
+
+/// Notes, for every attempt that reaches it, whether the request's own
+/// extensions hold a [`Marker`] (reqwest keeps them private: seen by
+/// converting the request to an `http::Request` and back).
+struct Peek(std::sync::Arc<std::sync::Mutex<Vec<bool>>>);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Peek {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let req = http::Request::<reqwest::Body>::try_from(req)?;
+        let marked = req.extensions().get::<Marker>().is_some();
+        self.0.lock().unwrap().push(marked);
+        next.run(reqwest::Request::try_from(req)?, extensions).await
+    }
+}
+
+#[tokio::test]
+async fn the_requests_own_extensions_reach_every_attempt() {
+    // The first attempt is sent as the caller's method, URL, version and
+    // timeout when nothing else is in the request's extensions: with a
+    // marker there too, it must still carry it, as the retry does.
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/items/1", vec![Step::without_retry_after(503)])
+            .script("/items/2", vec![Step::without_retry_after(503)]),
+    )
+    .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut config = Config::default();
+    config.retry.backoff.base = Duration::from_millis(10);
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(PoliteMiddleware::new(config).expect("valid config"))
+        .with(Peek(std::sync::Arc::clone(&seen)))
+        .build();
+    for (path, timeout) in [
+        ("/items/1", None),
+        ("/items/2", Some(Duration::from_secs(5))),
+    ] {
+        let mut request = http::Request::get(lab.url(path))
+            .body(Vec::<u8>::new())
+            .unwrap();
+        request.extensions_mut().insert(Marker);
+        let mut request = reqwest::Request::try_from(request).unwrap();
+        if let Some(t) = timeout {
+            *request.timeout_mut() = Some(t);
+        }
+        let response = client.execute(request).await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    assert_eq!(*seen.lock().unwrap(), [true; 4]);
+    assert_eq!(lab.log().len(), 4);
+}
+
 #[tokio::test]
 async fn reqwests_own_per_request_timeout_bounds_every_attempt() {
     // Every answer takes 10 s; reqwest's `.timeout(300 ms)` cuts each
