@@ -22,7 +22,7 @@ use crate::batch_paces::BatchPaces;
 use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
-use crate::io::{Failure, HttpIo};
+use crate::io::{Failure, HttpIo, SendSlots};
 use crate::meter::CallMeter;
 use crate::options::CallOptions;
 use crate::pace::ClientPace;
@@ -651,20 +651,24 @@ where
         let mut machine = Paced::new(machine, meter.pace(pace), now)
             .retry_after_limits(call.retry.retry_after)
             .rate_limit_headers(config.rate_limit_headers);
-        let mut io = HttpIo::new(
-            transport,
-            clock,
-            cancel,
-            std::slice::from_ref(request),
-            config.wait.wait_param,
-        )
-        .redirects(config.redirects)
-        .meter(meter.clone());
         let mut classify = Both {
             client: config.classify.as_ref(),
             call: classify,
         };
         async move {
+            // What the sends leave, kept here: the `Io` borrows it, so
+            // nothing is allocated for it.
+            let slots = SendSlots::default();
+            let mut io = HttpIo::with_slots(
+                transport,
+                clock,
+                cancel,
+                std::slice::from_ref(request),
+                config.wait.wait_param,
+                &slots,
+            )
+            .redirects(config.redirects)
+            .meter(meter.clone());
             let done = drive::drive(
                 &mut machine,
                 &mut io,
