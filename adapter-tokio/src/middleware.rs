@@ -199,7 +199,7 @@ where
 {
     async fn handle(
         &self,
-        mut req: reqwest::Request,
+        req: reqwest::Request,
         extensions: &mut http::Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
@@ -207,30 +207,40 @@ where
             None => Some(Bytes::new()),
             Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
         };
-        // The request as reqwest holds it, without headers or body: the
-        // first attempt is sent from it, so its URL is not formatted and
-        // parsed again (`like_proto`). Made with the headers (and a
-        // buffered body) set aside, so that they are not copied only to be
-        // dropped.
-        let proto = match &buffered {
-            Some(_) => {
-                let headers = std::mem::take(req.headers_mut());
-                let body = req.body_mut().take();
-                let proto = req.try_clone();
-                *req.headers_mut() = headers;
-                *req.body_mut() = body;
-                proto
-            }
-            None => None,
-        };
+        // What the first attempt is sent as, without headers or body: the
+        // caller's method, URL, version and timeout, so that its URL is not
+        // formatted and parsed again (`like_proto`).
+        let first = buffered.as_ref().map(|_| {
+            let timeout = req.timeout().copied();
+            (
+                req.method().clone(),
+                req.url().clone(),
+                req.version(),
+                timeout,
+            )
+        });
         let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
+        // That is the caller's request when its extensions hold nothing but
+        // the timeout (reqwest keeps them private: it cannot be given
+        // others). Else the first attempt is built from polite's copy with
+        // the extensions, as a retry is.
+        let proto = first
+            .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
+            .map(|(method, url, version, timeout)| {
+                let mut proto = reqwest::Request::new(method, url);
+                *proto.version_mut() = version;
+                if timeout.is_some() {
+                    *proto.timeout_mut() = timeout;
+                }
+                proto
+            });
         let mut options = extensions
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
             .cloned()
             .unwrap_or_default();
         let policy = options.retry.unwrap_or(self.client.config().retry);
-        let (mut template, once, request_extensions) = match buffered {
+        let (template, once, request_extensions) = match buffered {
             Some(bytes) => {
                 // Kept for the attempts not sent from `proto`; polite's copy
                 // of the request needs only its options.
@@ -256,20 +266,25 @@ where
         } else {
             None
         };
-        template.extensions_mut().insert(options);
         let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
         let streamed = once.is_some();
         let transport = NextTransport {
             next,
             extensions: &shared,
             request_extensions,
+            template: UriText::of(template.uri()),
             proto: Mutex::new(proto),
             once: Mutex::new(once),
             streamed,
             read_whole,
             max_body: self.max_body,
         };
-        let ended = self.client.send_via(&transport, template).await;
+        // The options go to the call as they are, not through the
+        // request's extensions (a map allocated only to be read back).
+        let ended = self
+            .client
+            .send_via_with(&transport, template, &options)
+            .await;
         drop(transport);
         *extensions = shared.into_inner();
         let (response, outcome) = match ended {
@@ -279,15 +294,18 @@ where
                 Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
             },
         };
-        let (parts, bytes) = response.into_parts();
+        let (mut parts, bytes) = response.into_parts();
         let live = parts
             .extensions
-            .get::<Passthrough>()
-            .and_then(Passthrough::take);
+            .remove::<Passthrough>()
+            .and_then(|p| p.take());
         let mut response = match live {
             Some(mut live) => {
-                // The headers went through polite (it read them there).
+                // The headers and the extensions went through polite (it
+                // read the headers there; the extensions carried the
+                // response).
                 *live.headers_mut() = parts.headers;
+                *live.extensions_mut() = parts.extensions;
                 live
             }
             None => reqwest::Response::from(http::Response::from_parts(parts, bytes)),
@@ -320,9 +338,12 @@ struct NextTransport<'a> {
     /// The request's own extensions (reqwest keeps its per-request timeout
     /// there), given to every attempt not sent from `proto`.
     request_extensions: http::Extensions,
+    /// Where the text of polite's copy of the request's URI lies.
+    template: UriText,
     /// The caller's request without headers or body (its method, URL,
-    /// version and extensions), when its body is buffered, until the first
-    /// attempt to its URL is sent from it.
+    /// version and timeout, when its extensions hold nothing else), when
+    /// its body is buffered, until the first attempt to its URL is sent
+    /// from it.
     proto: Mutex<Option<reqwest::Request>>,
     /// A request with a streaming body, sent once.
     once: Mutex<Option<reqwest::Request>>,
@@ -331,6 +352,28 @@ struct NextTransport<'a> {
     /// are read whole; `None`: every answer is handed back unread.
     read_whole: Option<RetryPolicy>,
     max_body: usize,
+}
+
+/// Where a URI's text lies (its scheme, and the address and length of its
+/// authority and of its path and query): two URIs with equal `UriText`s
+/// are the same text, since a URI's bytes never change. Clones of one URI
+/// have equal `UriText`s; a URI parsed anew does not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct UriText {
+    scheme: Option<http::uri::Scheme>,
+    authority: Option<(usize, usize)>,
+    path_and_query: Option<(usize, usize)>,
+}
+
+impl UriText {
+    fn of(uri: &http::Uri) -> UriText {
+        let at = |s: &str| (s.as_ptr() as usize, s.len());
+        UriText {
+            scheme: uri.scheme().cloned(),
+            authority: uri.authority().map(|a| at(a.as_str())),
+            path_and_query: uri.path_and_query().map(|p| at(p.as_str())),
+        }
+    }
 }
 
 type Sending<'a> = std::pin::Pin<
@@ -350,9 +393,12 @@ impl NextTransport<'_> {
         request: http::Request<Bytes>,
     ) -> Result<reqwest::Request, http::Request<Bytes>> {
         let mut proto = self.proto.lock().unwrap_or_else(PoisonError::into_inner);
-        let same = proto
-            .as_ref()
-            .is_some_and(|p| request.method() == p.method() && *request.uri() == *p.url().as_str());
+        // An attempt to the template's URI holds a clone of it, whose text
+        // is the template's own bytes (a redirect hop's is not): no need to
+        // compare the URI with the URL piece by piece.
+        let same = proto.as_ref().is_some_and(|p| {
+            request.method() == p.method() && self.template == UriText::of(request.uri())
+        });
         let Some(mut out) = proto.take_if(|_| same) else {
             return Err(request);
         };
@@ -408,19 +454,20 @@ impl<'a> NextTransport<'a> {
         let next = self.next.clone();
         let extensions = self.extensions;
         let (read_whole, max_body) = (self.read_whole, self.max_body);
-        Box::pin(async move {
+        let attempt = async move {
             let request = request?;
-            let attempt = async {
-                let mut extensions = extensions.lock().await;
-                let response = next
-                    .run(request, &mut extensions)
-                    .await
-                    .map_err(middleware_error)?;
-                answer(response, read_whole, max_body).await
-            };
-            let Some(abort_at) = abort_at else {
-                return attempt.await;
-            };
+            let mut extensions = extensions.lock().await;
+            let response = next
+                .run(request, &mut extensions)
+                .await
+                .map_err(middleware_error)?;
+            answer(response, read_whole, max_body).await
+        };
+        // Boxed apart: a supervised attempt's box holds no timer.
+        let Some(abort_at) = abort_at else {
+            return Box::pin(attempt);
+        };
+        Box::pin(async move {
             let at = tokio::time::Instant::from_std(abort_at);
             match tokio::time::timeout_at(at, attempt).await {
                 Ok(r) => r,
@@ -457,8 +504,12 @@ async fn answer(
     *out.status_mut() = status;
     *out.version_mut() = response.version();
     *out.headers_mut() = std::mem::take(response.headers_mut());
-    out.extensions_mut()
-        .insert(Passthrough(std::sync::Arc::new(Mutex::new(Some(response)))));
+    // The response's own extensions (reqwest's connection info is there)
+    // carry it, and go back to it when the call ends: their map is there
+    // already, none is allocated for the one entry.
+    let mut extensions = std::mem::take(response.extensions_mut());
+    extensions.insert(Passthrough(std::sync::Arc::new(Mutex::new(Some(response)))));
+    *out.extensions_mut() = extensions;
     Ok(out)
 }
 
@@ -475,5 +526,28 @@ fn middleware_error(e: reqwest_middleware::Error) -> TransportError {
                 .map_or(TransportErrorKind::InvalidRequest, kind);
             TransportError::new(kind).with_source(BoxError::from(e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clone of the template's URI (what polite sends as the first
+    /// attempt) is recognised; the same text parsed anew, another scheme,
+    /// or another URL is not (such an attempt is built from polite's copy).
+    #[test]
+    fn only_a_clone_of_the_templates_uri_has_its_text() {
+        let template: http::Uri = "http://127.0.0.1:8/items/1?x=1".parse().unwrap();
+        let text = UriText::of(&template);
+        assert_eq!(UriText::of(&template.clone()), text);
+        let again: http::Uri = "http://127.0.0.1:8/items/1?x=1".parse().unwrap();
+        assert_ne!(UriText::of(&again), text);
+        let mut parts = template.clone().into_parts();
+        parts.scheme = Some(http::uri::Scheme::HTTPS);
+        let https = http::Uri::from_parts(parts).unwrap();
+        assert_ne!(UriText::of(&https), text);
+        let other: http::Uri = "http://127.0.0.1:8/items/2".parse().unwrap();
+        assert_ne!(UriText::of(&other), text);
     }
 }

@@ -112,6 +112,29 @@ async fn final_answers_are_ok_with_their_outcome_like_a_plain_reqwest_call() {
     assert_eq!(lab.log().len(), 1 + 2);
 }
 
+/// An answer handed back unread (a success, a 404) carries reqwest's own
+/// extensions as a plain `send()` would: they ride through polite with it
+/// and are put back (`remote_addr` reads reqwest's connection info there).
+#[tokio::test]
+async fn an_answer_handed_back_unread_keeps_reqwests_own_extensions() {
+    let lab = Lab::start(LabConfig::default().script("/gone", vec![Step::status(404)])).unwrap();
+    let bare = reqwest::Client::new();
+    let expected = bare.get(lab.url("/items/1")).send().await.unwrap();
+    let expected = expected.remote_addr().expect("reqwest's connection info");
+    let client = stack(Config::default());
+    let ok = client.get(lab.url("/items/1")).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.remote_addr(), Some(expected));
+    assert!(ok.extensions().get::<Outcome>().is_none());
+    let gone = client.get(lab.url("/gone")).send().await.unwrap();
+    assert_eq!(gone.remote_addr(), Some(expected));
+    assert_eq!(
+        gone.extensions().get::<Outcome>(),
+        Some(&Outcome::NotRetryable { status: 404 })
+    );
+    assert!(ok.text().await.unwrap().contains("\"item\""));
+}
+
 #[tokio::test]
 async fn a_streaming_body_is_sent_once_a_buffered_one_is_retried() {
     let lab = Lab::start(
@@ -267,6 +290,67 @@ fn the_conformance_send_scenarios_pass_through_the_middleware() {
             }
         }
     });
+}
+
+/// A marker put in a reqwest request's own extensions.
+#[derive(Clone)]
+struct Marker;
+
+/// Notes, for every attempt that reaches it, whether the request's own
+/// extensions hold a [`Marker`] (reqwest keeps them private: seen by
+/// converting the request to an `http::Request` and back).
+struct Peek(std::sync::Arc<std::sync::Mutex<Vec<bool>>>);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Peek {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let req = http::Request::<reqwest::Body>::try_from(req)?;
+        let marked = req.extensions().get::<Marker>().is_some();
+        self.0.lock().unwrap().push(marked);
+        next.run(reqwest::Request::try_from(req)?, extensions).await
+    }
+}
+
+#[tokio::test]
+async fn the_requests_own_extensions_reach_every_attempt() {
+    // The first attempt is sent as the caller's method, URL, version and
+    // timeout when nothing else is in the request's extensions: with a
+    // marker there too, it must still carry it, as the retry does.
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/items/1", vec![Step::without_retry_after(503)])
+            .script("/items/2", vec![Step::without_retry_after(503)]),
+    )
+    .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut config = Config::default();
+    config.retry.backoff.base = Duration::from_millis(10);
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(PoliteMiddleware::new(config).expect("valid config"))
+        .with(Peek(std::sync::Arc::clone(&seen)))
+        .build();
+    for (path, timeout) in [
+        ("/items/1", None),
+        ("/items/2", Some(Duration::from_secs(5))),
+    ] {
+        let mut request = http::Request::get(lab.url(path))
+            .body(Vec::<u8>::new())
+            .unwrap();
+        request.extensions_mut().insert(Marker);
+        let mut request = reqwest::Request::try_from(request).unwrap();
+        if let Some(t) = timeout {
+            *request.timeout_mut() = Some(t);
+        }
+        let response = client.execute(request).await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    assert_eq!(*seen.lock().unwrap(), [true; 4]);
+    assert_eq!(lab.log().len(), 4);
 }
 
 #[tokio::test]

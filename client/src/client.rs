@@ -22,7 +22,7 @@ use crate::batch_paces::BatchPaces;
 use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
-use crate::io::{Failure, HttpIo};
+use crate::io::{Failure, HttpIo, SendSlots};
 use crate::meter::CallMeter;
 use crate::options::CallOptions;
 use crate::pace::ClientPace;
@@ -78,6 +78,9 @@ impl<R, T> Clone for Client<R, T> {
     }
 }
 
+/// The header that makes any request replayable (SPEC §2).
+const IDEMPOTENCY_KEY: http::HeaderName = http::HeaderName::from_static("idempotency-key");
+
 /// What polite knows about a request from its method and headers: a request
 /// with an `Idempotency-Key` header may be re-sent whatever its method; the
 /// body is `Bytes`, which can always be produced again.
@@ -95,7 +98,10 @@ pub fn request_info(id: u64, request: &http::Request<Bytes>) -> RequestInfo {
         RequestId(id),
         Method::parse(request.method().as_str().as_bytes()),
     );
-    if request.headers().contains_key("idempotency-key") {
+    // A named constant: `contains_key(&str)` parses and validates the name
+    // on every call; most requests carry no header at all.
+    let headers = request.headers();
+    if !headers.is_empty() && headers.contains_key(IDEMPOTENCY_KEY) {
         info.with_idempotency_key()
     } else {
         info
@@ -358,6 +364,95 @@ where
         R::call(self.send_in(transport, request, NeverCancel))
     }
 
+    /// Like [`send_via`](Self::send_via), with the call's options given
+    /// here rather than found in the request's extensions (a
+    /// [`CallOptions`] among them is then not read): for middleware that
+    /// has the options at hand, so that they are not put into the request
+    /// only to be looked up again.
+    ///
+    /// ```
+    /// # use bytes::Bytes;
+    /// # use polite_client::{CancelToken, Client, Clock, Config, NoTransport, Runtime, Transport, TransportError};
+    /// # use std::future::{Future, Ready, ready};
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// # use std::task::{Context, Poll, Waker};
+    /// # use std::time::Instant;
+    /// # /// Virtual time: a sleep moves the clock to its end at once.
+    /// # struct Virtual(Instant);
+    /// # impl Clock for Virtual {
+    /// #     fn now(&self) -> Instant { self.0 }
+    /// #     fn poll_sleep(&mut self, _: &mut Context<'_>, until: Instant) -> Poll<()> {
+    /// #         self.0 = self.0.max(until);
+    /// #         Poll::Ready(())
+    /// #     }
+    /// # }
+    /// # struct Tiny;
+    /// # impl Runtime for Tiny {
+    /// #     type Clock = Virtual;
+    /// #     type Token = CancelToken;
+    /// #     type Cancel = CancelToken;
+    /// #     type Call<F: Future> = F::Output;
+    /// #     type Ready = ();
+    /// #     fn clock() -> Virtual { Virtual(Instant::now()) }
+    /// #     fn watch(token: &CancelToken) -> CancelToken { token.clone() }
+    /// #     fn cancel(token: &CancelToken) { token.cancel() }
+    /// #     fn call<F: Future>(call: F) -> F::Output {
+    /// #         match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
+    /// #             Poll::Ready(out) => out,
+    /// #             Poll::Pending => unreachable!("nothing here waits"),
+    /// #         }
+    /// #     }
+    /// #     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> { ready(output) }
+    /// # }
+    /// # /// Answers 503, counting its sends.
+    /// # #[derive(Default)]
+    /// # struct Unavailable(AtomicU32);
+    /// # impl Transport for Unavailable {
+    /// #     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+    /// #         self.0.fetch_add(1, Relaxed);
+    /// #         ready(Ok(http::Response::builder().status(503).body(Bytes::new()).unwrap()))
+    /// #     }
+    /// # }
+    /// use polite_client::CallOptions;
+    /// use polite_core::RetryPolicy;
+    /// let client: Client<Tiny, NoTransport> = Client::with_transport(NoTransport, Config::default())?;
+    /// let no_retry = CallOptions::new().retry(RetryPolicy {
+    ///     max_total_retries: Some(0),
+    ///     ..client.config().retry
+    /// });
+    /// let get = || {
+    ///     let mut request = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    ///     request.extensions_mut().insert(no_retry.clone());
+    ///     request
+    /// };
+    /// // `send_via` reads the options in the request: the 503 is not retried.
+    /// let upstream = Unavailable::default();
+    /// assert!(client.send_via(&upstream, get()).is_err());
+    /// assert_eq!(upstream.0.load(Relaxed), 1);
+    /// // The options given rule: the client's retry rules, retried.
+    /// let upstream = Unavailable::default();
+    /// assert!(client.send_via_with(&upstream, get(), &CallOptions::new()).is_err());
+    /// assert!(upstream.0.load(Relaxed) > 1);
+    /// # Ok::<(), polite_client::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Self::send).
+    pub fn send_via_with<'a, U>(
+        &'a self,
+        transport: &'a U,
+        request: http::Request<Bytes>,
+        options: &'a CallOptions,
+    ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>> + 'a>
+    where
+        U: Transport,
+        U::Sending: Unpin,
+    {
+        R::call(self.send_with(transport, request, Some(options), NeverCancel))
+    }
+
     /// Like [`send`](Self::send), ended at once (`Cancelled`) when `token`
     /// is cancelled (from any thread or task): during a backoff sleep, a
     /// pacing wait or an attempt in flight. An attempt in flight is dropped;
@@ -556,20 +651,24 @@ where
         let mut machine = Paced::new(machine, meter.pace(pace), now)
             .retry_after_limits(call.retry.retry_after)
             .rate_limit_headers(config.rate_limit_headers);
-        let mut io = HttpIo::new(
-            transport,
-            clock,
-            cancel,
-            std::slice::from_ref(request),
-            config.wait.wait_param,
-        )
-        .redirects(config.redirects)
-        .meter(meter.clone());
         let mut classify = Both {
             client: config.classify.as_ref(),
             call: classify,
         };
         async move {
+            // What the sends leave, kept here: the `Io` borrows it, so
+            // nothing is allocated for it.
+            let slots = SendSlots::default();
+            let mut io = HttpIo::with_slots(
+                transport,
+                clock,
+                cancel,
+                std::slice::from_ref(request),
+                config.wait.wait_param,
+                &slots,
+            )
+            .redirects(config.redirects)
+            .meter(meter.clone());
             let done = drive::drive(
                 &mut machine,
                 &mut io,
@@ -602,7 +701,17 @@ where
         request: &http::Request<Bytes>,
         now: std::time::Instant,
     ) -> Started {
-        let options = CallOptions::of(request);
+        self.start_with(kind, request, CallOptions::of(request), now)
+    }
+
+    /// [`start`](Self::start) with the call's options given.
+    fn start_with(
+        &self,
+        kind: &'static str,
+        request: &http::Request<Bytes>,
+        options: CallOptions,
+        now: std::time::Instant,
+    ) -> Started {
         let paces = &self.shared.paces;
         let key = options
             .pace_key
@@ -627,10 +736,28 @@ where
     /// behind [`send`](Self::send) and [`send_via`](Self::send_via), for the
     /// crate's own integrations (the tower layer) that need it without
     /// [`Runtime::call`].
-    pub(crate) async fn send_in<U, C>(
+    pub(crate) fn send_in<U, C>(
         &self,
         transport: &U,
         request: http::Request<Bytes>,
+        cancel: C,
+    ) -> impl Future<Output = Result<http::Response<Bytes>, Error>>
+    where
+        U: Transport,
+        U::Sending: Unpin,
+        C: Cancel,
+    {
+        self.send_with(transport, request, None, cancel)
+    }
+
+    /// `send` with the call's options, when given (else they are read from
+    /// the request's extensions). By reference: a by-value argument would
+    /// be kept in the future for the whole call.
+    pub(crate) async fn send_with<U, C>(
+        &self,
+        transport: &U,
+        request: http::Request<Bytes>,
+        options: Option<&CallOptions>,
         cancel: C,
     ) -> Result<http::Response<Bytes>, Error>
     where
@@ -639,7 +766,11 @@ where
         C: Cancel,
     {
         let clock = R::clock();
-        let call = self.start("send", &request, clock.now());
+        let options = match options {
+            Some(options) => options.clone(),
+            None => CallOptions::of(&request),
+        };
+        let call = self.start_with("send", &request, options, clock.now());
         let machine = RetryMachine::new(
             call.retry,
             request_info(call.id, &request),

@@ -27,7 +27,7 @@ pub struct HttpIo<'a, T, K, C> {
     requests: Requests<'a>,
     wait_param: &'a str,
     redirects: RedirectPolicy,
-    shared: Shared,
+    shared: Shared<'a>,
     /// The call's metrics (feature `metrics`; empty otherwise).
     meter: Option<CallMeter>,
 }
@@ -92,7 +92,29 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             requests: Requests::Slice(requests),
             wait_param,
             redirects: RedirectPolicy::NONE,
-            shared: Shared::default(),
+            shared: Shared::Own(Arc::default()),
+            meter: None,
+        }
+    }
+
+    /// [`new`](Self::new), keeping what the sends leave in `slots`, which
+    /// the caller owns (no allocation per call).
+    pub(crate) fn with_slots(
+        transport: &'a T,
+        clock: K,
+        cancel: C,
+        requests: &'a [http::Request<Bytes>],
+        wait_param: &'a str,
+        slots: &'a SendSlots,
+    ) -> Self {
+        HttpIo {
+            transport,
+            clock,
+            cancel,
+            requests: Requests::Slice(requests),
+            wait_param,
+            redirects: RedirectPolicy::NONE,
+            shared: Shared::Lent(slots),
             meter: None,
         }
     }
@@ -130,7 +152,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             })),
             wait_param,
             redirects: RedirectPolicy::NONE,
-            shared: Shared::default(),
+            shared: Shared::Own(Arc::default()),
             meter: None,
         }
     }
@@ -250,10 +272,34 @@ struct PerItem {
 /// Inline for a call of one item (`send`, `wait`): no table allocated.
 type Failures = ItemSlots<usize, PerItem>;
 
-type Shared = Arc<Mutex<Failures>>;
+/// What a call's sends leave, kept by the caller for
+/// [`HttpIo::with_slots`].
+#[derive(Debug, Default)]
+pub(crate) struct SendSlots(Mutex<Failures>);
 
-fn failures(shared: &Shared) -> std::sync::MutexGuard<'_, Failures> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
+/// Where a call keeps what its sends leave, shared by its `Io` and its
+/// sends: its own, or lent by the caller (nothing allocated).
+#[derive(Debug)]
+enum Shared<'a> {
+    Own(Arc<Mutex<Failures>>),
+    Lent(&'a SendSlots),
+}
+
+impl<'a> Shared<'a> {
+    fn share(&self) -> Shared<'a> {
+        match self {
+            Shared::Own(own) => Shared::Own(Arc::clone(own)),
+            Shared::Lent(slots) => Shared::Lent(slots),
+        }
+    }
+}
+
+fn failures<'s>(shared: &'s Shared<'_>) -> std::sync::MutexGuard<'s, Failures> {
+    let slots = match shared {
+        Shared::Own(own) => &**own,
+        Shared::Lent(slots) => &slots.0,
+    };
+    slots.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One send in progress: the transport's attempt, and the redirects polite
@@ -265,7 +311,7 @@ pub struct Sending<'a, T: Transport> {
     state: State<T::Sending>,
     chain: Hops<'a>,
     abort_at: Instant,
-    shared: Shared,
+    shared: Shared<'a>,
     item: usize,
 }
 
@@ -300,7 +346,7 @@ impl Hops<'_> {
     fn next(
         &mut self,
         response: &http::Response<Bytes>,
-        shared: &Shared,
+        shared: &Shared<'_>,
         item: usize,
     ) -> Option<Next> {
         let later = matches!(self, Hops::Later(..) | Hops::LaterPoll(..) | Hops::Kept(_));
@@ -419,7 +465,7 @@ where
             ))),
             chain: Hops::Off,
             abort_at: plan.abort_at,
-            shared: Arc::clone(&self.shared),
+            shared: self.shared.share(),
             item,
         };
         let mut items = failures(&self.shared);

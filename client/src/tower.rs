@@ -382,9 +382,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> ResponseFuture<RB> {
-        let service = self.inner.clone();
-        let layer = self.layer.clone();
-        Box::pin(async move { respond(layer, service, request).await })
+        // `respond`'s own future, boxed as it is (an `async` block around
+        // it would hold the layer, the service and the request twice).
+        Box::pin(respond(self.layer.clone(), self.inner.clone(), request))
     }
 }
 
@@ -416,18 +416,15 @@ where
         Ok(bytes) => (bytes, None),
         Err(stream) => (Bytes::new(), Some(stream)),
     };
-    let mut template = http::Request::from_parts(parts, bytes);
-    let policy = CallOptions::of(&template)
-        .retry
-        .unwrap_or(layer.client.config().retry);
+    let template = http::Request::from_parts(parts, bytes);
+    let mut options = CallOptions::of(&template);
+    let policy = options.retry.unwrap_or(layer.client.config().retry);
     let read_whole = if once.is_some() {
         // Sent once: nothing will be retried, so nothing is read whole.
-        let mut options = CallOptions::of(&template);
         options.retry = Some(RetryPolicy {
             max_total_retries: Some(0),
             ..policy
         });
-        template.extensions_mut().insert(options);
         None
     } else if request_info(0, &template).is_replayable() {
         Some(policy)
@@ -446,7 +443,11 @@ where
         read_whole,
         runtime: std::marker::PhantomData,
     };
-    let ended = layer.client.send_in(&via, template, NeverCancel).await;
+    // The options as read above, not looked up in the extensions again.
+    let ended = layer
+        .client
+        .send_with(&via, template, Some(&options), NeverCancel)
+        .await;
     let (response, outcome) = match ended {
         Ok(response) => (response, None),
         Err(e) => {

@@ -85,11 +85,16 @@ pub(crate) fn call_span(
 ) -> tracing::Span {
     let uri = request.uri();
     let method = request.method().as_str();
-    let port = uri.port_u16().or(match uri.scheme_str() {
-        Some("https") => Some(443),
-        Some("http") => Some(80),
-        _ => None,
-    });
+    // The fields below are computed only when the span is enabled (the
+    // macro asks the subscriber first): with no subscriber, no port is
+    // parsed and no URL written.
+    let port = || {
+        uri.port_u16().or(match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        })
+    };
     macro_rules! span {
         ($name:literal) => {
             tracing::info_span!(
@@ -99,7 +104,7 @@ pub(crate) fn call_span(
                 otel.kind = "client",
                 http.request.method = method,
                 server.address = uri.host().unwrap_or(""),
-                server.port = port,
+                server.port = port(),
                 url.full = %redacted_url(uri),
                 polite.label = label,
                 http.response.status_code = tracing::field::Empty,
