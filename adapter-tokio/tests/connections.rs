@@ -24,7 +24,12 @@ async fn sequential_calls_reuse_one_connection() {
         "tokio: 200 sequential sends, {} connections",
         lab.connections()
     );
-    assert!(lab.connections() <= 2, "{} connections", lab.connections());
+    // Reuse, not one connection per call (which would be 200). On a
+    // multi-thread runtime the next call's pool checkout can race the
+    // previous connection's return to hyper's pool, and then hyper connects
+    // anew: quiet, 1–2 connections here (bare reqwest: 1, sometimes 2);
+    // under a loaded CI, 3 were seen. The bound keeps room for that race.
+    assert!(lab.connections() <= 4, "{} connections", lab.connections());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
