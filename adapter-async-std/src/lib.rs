@@ -224,7 +224,6 @@ mod clock;
 mod http1;
 #[cfg(feature = "http1")]
 mod pool;
-#[cfg(feature = "http1")]
 mod runtime;
 #[cfg(feature = "tls")]
 mod tls;

@@ -132,7 +132,6 @@
 
 mod block_on;
 mod clock;
-#[cfg(feature = "ureq")]
 mod runtime;
 #[cfg(feature = "ureq")]
 mod ureq_transport;
