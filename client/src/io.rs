@@ -85,16 +85,14 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         requests: &'a [http::Request<Bytes>],
         wait_param: &'a str,
     ) -> Self {
-        HttpIo {
+        Self::sharing(
             transport,
             clock,
             cancel,
-            requests: Requests::Slice(requests),
+            requests,
             wait_param,
-            redirects: RedirectPolicy::NONE,
-            shared: Shared::Own(Arc::default()),
-            meter: None,
-        }
+            Shared::Own(Arc::default()),
+        )
     }
 
     /// [`new`](Self::new), keeping what the sends leave in `slots`, which
@@ -107,6 +105,25 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         wait_param: &'a str,
         slots: &'a SendSlots,
     ) -> Self {
+        Self::sharing(
+            transport,
+            clock,
+            cancel,
+            requests,
+            wait_param,
+            Shared::Lent(slots),
+        )
+    }
+
+    /// The `Io` of a call over `requests`, its sends' slots in `shared`.
+    fn sharing(
+        transport: &'a T,
+        clock: K,
+        cancel: C,
+        requests: &'a [http::Request<Bytes>],
+        wait_param: &'a str,
+        shared: Shared<'a>,
+    ) -> Self {
         HttpIo {
             transport,
             clock,
@@ -114,7 +131,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             requests: Requests::Slice(requests),
             wait_param,
             redirects: RedirectPolicy::NONE,
-            shared: Shared::Lent(slots),
+            shared,
             meter: None,
         }
     }
