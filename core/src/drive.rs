@@ -265,7 +265,8 @@ pub struct Finished<A> {
 }
 
 /// A send in flight: its id, its `abort_at`, its future (in a box that is
-/// kept for a later send once this one has ended: `None` then).
+/// kept for a later send once this one has ended: `None` then, and the id
+/// and `abort_at` are stale until that send).
 type Flying<S> = (SendId, Instant, Pin<Box<Option<S>>>);
 
 enum Woke<A> {
@@ -338,11 +339,11 @@ where
     C: Classify<I::Answer> + ?Sized,
     O: Observe + ?Sized,
 {
-    // The sends in flight, each with its `abort_at`; and the boxes of the
-    // sends that ended, emptied, for the next sends (no allocation per
-    // send once there are as many as sends in flight at once).
+    // The sends in flight, each with its `abort_at`, in boxes that stay
+    // when their send ends (emptied: `None`) and take a later send (no
+    // allocation per send once there are as many boxes as sends in flight
+    // at once, and no second vector for the empty ones).
     let mut flying: Vec<Flying<I::Sending>> = Vec::new();
-    let mut spare: Vec<Pin<Box<Option<I::Sending>>>> = Vec::new();
     // The last answer of every item not yet handed out (the newest one is
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
@@ -377,14 +378,14 @@ where
                     }
                     sends += 1;
                     let sending = io.send(&plan);
-                    let boxed = match spare.pop() {
-                        Some(mut b) => {
-                            b.set(Some(sending));
-                            b
+                    match flying.iter_mut().find(|(_, _, b)| b.is_none()) {
+                        Some(slot) => {
+                            slot.0 = plan.id;
+                            slot.1 = plan.abort_at;
+                            slot.2.set(Some(sending));
                         }
-                        None => Box::pin(Some(sending)),
-                    };
-                    flying.push((plan.id, plan.abort_at, boxed));
+                        None => flying.push((plan.id, plan.abort_at, Box::pin(Some(sending)))),
+                    }
                 }
                 // Deciding may have made room for items (a keyed batch's
                 // items held back by their key's pace do not count as
@@ -428,13 +429,17 @@ where
             // holds the contract for any machine).
             let until = flying
                 .iter()
+                .filter(|(_, _, f)| f.is_some())
                 .map(|&(_, abort_at, _)| abort_at)
                 .fold(wake_at, Instant::min);
             if io.poll_sleep(cx, until).is_ready() {
                 // A send past its `abort_at` ends first, as it would have
                 // ended by itself had its future kept a timer.
                 let now = io.now();
-                if let Some(i) = flying.iter().position(|&(_, at, _)| at <= now) {
+                if let Some(i) = flying
+                    .iter()
+                    .position(|(_, at, f)| f.is_some() && *at <= now)
+                {
                     return Poll::Ready(Woke::Answer(i, Err(TransportErrorKind::Aborted)));
                 }
                 return Poll::Ready(Woke::Tick);
@@ -452,10 +457,10 @@ where
             // Back to the top: the items come in before the next action.
             Woke::Pull => {}
             Woke::Answer(i, result) => {
-                let (id, _, mut ended) = flying.swap_remove(i);
+                let (id, _, ended) = &mut flying[i];
+                let id = *id;
                 // Dropped now, as it ended; its box serves a later send.
                 ended.set(None);
-                spare.push(ended);
                 match result {
                     Ok(answer) => {
                         let mut r = Response::new(id, answer.status(), io.wall_clock());
