@@ -27,8 +27,9 @@
 # 20-26 % of the targets' time in the first seconds, when a run finds new
 # inputs by the hundred. With the checkers' own costs cut (polite-testing:
 # no allocation per step, dates built once), measured on this 2-core
-# machine under load 7-10, in executions per CPU-second (about what an idle
-# core gives) before -> after: retry_after 10.5 k -> 64.0 k, ratelimit
+# machine under load 7-10, in executions per CPU-second (which overstates
+# an idle machine's wall-clock rate: fuzz/README.md, "Measured on an idle
+# machine") before -> after: retry_after 10.5 k -> 64.0 k, ratelimit
 # 22.0 k -> 57.1 k, retry_script 19.8 k -> 54.5 k, poll_script 15.0 k ->
 # 38.7-42.0 k, pace_script 6.8 k -> 21.2 k (see the commits for the
 # commands). What was left was mostly libFuzzer's own work after each
