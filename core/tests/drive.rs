@@ -353,3 +353,64 @@ fn a_retry_machine_ends_at_its_deadline_before_the_drive_loop_would_abort() {
     assert_eq!(done.outcome, Outcome::TimedOut { needed: None });
     assert_eq!((done.sends, dropped), (1, 1));
 }
+
+/// Sends once with a short `abort_at`, takes the answer, then waits past
+/// that `abort_at` before it stops: what it was told is recorded.
+struct ShortAbort {
+    t0: Instant,
+    step: u32,
+    replies: Vec<Option<Reply>>,
+}
+
+impl polite_core::Machine for ShortAbort {
+    fn handle(&mut self, _: Instant, event: polite_core::Event<'_>) {
+        match event {
+            polite_core::Event::Response(r) => self.replies.push(Some(Reply::Status(r.status))),
+            polite_core::Event::TransportError(_, kind) => {
+                self.replies.push(Some(Reply::Transport(kind)));
+            }
+            polite_core::Event::Tick => self.replies.push(None),
+            _ => {}
+        }
+    }
+    fn poll_action(&mut self) -> polite_core::Action {
+        self.step += 1;
+        match (self.step, self.replies.len()) {
+            (1, _) => polite_core::Action::Send(SendPlan {
+                id: polite_core::SendId::default(),
+                request: RequestId(1),
+                abort_at: self.t0 + Duration::from_secs(1),
+                long_poll: None,
+            }),
+            (_, 0 | 1) => polite_core::Action::SleepUntil(self.t0 + Duration::from_secs(5)),
+            _ => polite_core::Action::Stop(Outcome::Succeeded { status: 200 }),
+        }
+    }
+    fn take_record(&mut self) -> Option<polite_core::record::AttemptRecord> {
+        None
+    }
+}
+
+#[test]
+fn an_ended_sends_abort_at_neither_wakes_nor_aborts_anything() {
+    // The box of an ended send stays for a later send (no allocation per
+    // send); its `abort_at` must not count while it is empty. If it did, the
+    // loop would wake at t0 + 1 s, "abort" the send that already ended, and
+    // spin there without time passing.
+    let t0 = origin();
+    let mut m = ShortAbort {
+        t0,
+        step: 0,
+        replies: Vec::new(),
+    };
+    let mut io = Scripted::new(t0, vec![ok(200)]);
+    let done = polite_testing::block_on(drive::drive(&mut m, &mut io, &mut NoJobs, &mut ()));
+    assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
+    assert_eq!(
+        m.replies,
+        [Some(Reply::Status(200)), None],
+        "one answer, then one tick at t0 + 5 s"
+    );
+    assert_eq!(io.sleeps, 1, "one sleep, to the machine's instant");
+    assert_eq!(io.now(), t0 + Duration::from_secs(5));
+}
