@@ -538,12 +538,8 @@ fn read_line(
     use std::io::{BufRead as _, Read as _};
     buf.clear();
     let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX) + 1;
-    let n = loop {
-        match input.by_ref().take(limit).read_until(b'\n', buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            read => break read?,
-        }
-    };
+    // (`read_until` retries an interrupted read itself.)
+    let n = input.by_ref().take(limit).read_until(b'\n', buf)?;
     if n == 0 {
         return Ok(None);
     }
