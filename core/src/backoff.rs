@@ -84,15 +84,31 @@ pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration
             d
         };
     };
+    Duration::from_nanos(delay_nanos(base, cap, b.multiplier, b.jitter, n, draw))
+}
+
+/// [`delay`] in nanoseconds for a backoff whose `base` and `cap` are
+/// already in nanoseconds (both under 2^64 ns): what [`delay`] computes
+/// for every real policy, and what `RetryMachine`'s fast path computes
+/// from the constants it keeps (issue 22).
+#[inline]
+pub(crate) fn delay_nanos(
+    base: u64,
+    cap: u64,
+    multiplier: u32,
+    jitter: Jitter,
+    n: u32,
+    draw: impl FnOnce() -> u64,
+) -> u64 {
     // As `exponential`: below 2^64 ns the product is exact in both; at or
     // above it, both give `cap` (< 2^64 ns).
     let d = base
-        .saturating_mul(u64::from(b.multiplier.saturating_pow(n)))
+        .saturating_mul(u64::from(multiplier.saturating_pow(n)))
         .min(cap);
-    if draws(b.jitter) {
-        Duration::from_nanos(jitter_nanos(d, b.jitter, draw()))
+    if draws(jitter) {
+        jitter_nanos(d, jitter, draw())
     } else {
-        Duration::from_nanos(d)
+        d
     }
 }
 
@@ -111,7 +127,7 @@ const SMALL_SECS: u64 = u64::MAX / 1_000_000_000;
 /// backoff): a 64-bit multiply instead of `as_nanos`'s 128-bit one and its
 /// range check. `None` above: the caller takes the `Duration` path.
 #[inline]
-fn small_nanos(d: Duration) -> Option<u64> {
+pub(crate) fn small_nanos(d: Duration) -> Option<u64> {
     (d.as_secs() < SMALL_SECS).then(|| d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos()))
 }
 

@@ -147,7 +147,7 @@ impl RetryAfter {
 /// delta-seconds: `Some` when every byte is an ASCII digit (and there is at
 /// least one), saturating at `u64::MAX`; one pass, no allocation.
 #[inline]
-fn delta_seconds(v: &[u8]) -> Option<u64> {
+pub(crate) fn delta_seconds(v: &[u8]) -> Option<u64> {
     if v.is_empty() {
         return None;
     }

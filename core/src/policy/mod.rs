@@ -273,6 +273,12 @@ impl StatusSet {
         self.bits[i / 64] & (1 << (i % 64)) != 0
     }
 
+    /// The set's bits: bit `i % 64` of word `i / 64` for status `400 + i`.
+    #[inline]
+    pub(crate) const fn bits(&self) -> [u64; 4] {
+        self.bits
+    }
+
     const fn intersects(&self, other: &StatusSet) -> bool {
         let mut i = 0;
         while i < 4 {

@@ -10,6 +10,8 @@ mod state;
 
 pub(crate) use state::RetryState;
 
+use state::FastPath;
+
 use std::time::{Duration, Instant};
 
 use rand_core::Rng;
@@ -80,6 +82,8 @@ use crate::request::RequestInfo;
 #[derive(Clone, Debug)]
 pub struct RetryMachine<R, B = NoBudget> {
     policy: RetryPolicy,
+    /// The policy's constants for plain answers (issue 22).
+    fast: FastPath,
     state: RetryState,
     rng: R,
     budget: B,
@@ -117,6 +121,7 @@ impl<R: Rng> RetryMachine<R> {
     ) -> Result<Self, PolicyError> {
         policy.validate()?;
         Ok(RetryMachine {
+            fast: FastPath::new(&policy, &request),
             state: RetryState::new(&policy, request, 0, now, deadline),
             policy,
             rng,
@@ -162,6 +167,7 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     pub fn with_budget<B2: RetryBudget>(self, budget: B2) -> RetryMachine<R, B2> {
         RetryMachine {
             policy: self.policy,
+            fast: self.fast,
             state: self.state,
             rng: self.rng,
             budget,
@@ -190,6 +196,13 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     /// answer, an event after the end) is ignored.
     #[inline]
     pub fn handle(&mut self, now: Instant, event: Event<'_>) {
+        if let Event::Response(ref r) = event
+            && self
+                .state
+                .answer_fast(&self.fast, &mut self.rng, &mut self.budget, now, r)
+        {
+            return;
+        }
         self.state
             .handle(&self.policy, &mut self.rng, &mut self.budget, now, event);
     }
@@ -261,5 +274,378 @@ impl<R: Rng, B: RetryBudget> Machine for RetryMachine<R, B> {
     }
     fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
         self.policy().class_of_response(response)
+    }
+}
+
+/// The fast path of an answer ([`RetryState::answer_fast`]) decides as the
+/// general path does: the same actions, records and outcomes for the same
+/// events, over arbitrary policies, requests, budgets and answers.
+#[cfg(test)]
+mod fast_path_tests {
+    use std::time::{Duration, Instant, UNIX_EPOCH};
+
+    use proptest::prelude::*;
+    use rand_core::Rng;
+
+    use super::RetryMachine;
+    use crate::budget::{RetryBucket, RetryBudget, RetryCosts};
+    use crate::input::{Event, Response, RetryClass, SendId, TransportErrorKind};
+    use crate::output::Action;
+    use crate::policy::{Backoff, BackoffExponent, Jitter, RetryPolicy, StatusSet};
+    use crate::request::{Method, RequestId, RequestInfo};
+    use crate::rng::SplitMix64;
+
+    /// An arbitrary origin for the tests' instants (read once).
+    fn origin() -> Instant {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        #[allow(clippy::disallowed_methods)] // the one clock read: an arbitrary origin
+        *ORIGIN.get_or_init(Instant::now)
+    }
+
+    const STATUSES: [u16; 16] = [
+        0, 99, 100, 200, 204, 399, 400, 404, 408, 429, 500, 501, 503, 599, 600, 999,
+    ];
+    const RETRY_AFTER: [Option<&[u8]>; 11] = [
+        None,
+        Some(b"2"),
+        Some(b"0"),
+        Some(b"60"),
+        Some(b"61"),
+        Some(b"007"),
+        Some(b"99999999999999999999"),
+        Some(b" 3"),
+        Some(b""),
+        Some(b"1.5"),
+        Some(b"Sun, 06 Nov 1994 08:49:37 GMT"),
+    ];
+
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        Tick,
+        Cancel,
+        Transport(u8),
+        Answer {
+            status: usize,
+            retry_after: usize,
+            class: Option<u8>,
+            generation: Option<u64>,
+            ms: bool,
+            wrong_id: bool,
+        },
+    }
+
+    fn step() -> impl Strategy<Value = (i64, Step)> {
+        let answer = (
+            0..STATUSES.len(),
+            0..RETRY_AFTER.len(),
+            proptest::option::weighted(0.1, 0u8..3),
+            proptest::option::weighted(0.1, 0u64..2),
+            proptest::bool::weighted(0.1),
+            proptest::bool::weighted(0.05),
+        )
+            .prop_map(|(status, retry_after, class, generation, ms, wrong_id)| {
+                Step::Answer {
+                    status,
+                    retry_after,
+                    class,
+                    generation,
+                    ms,
+                    wrong_id,
+                }
+            });
+        let kind = prop_oneof![
+            6 => answer,
+            3 => Just(Step::Tick),
+            1 => (0u8..9).prop_map(Step::Transport),
+            1 => Just(Step::Cancel),
+        ];
+        (-50i64..8_000, kind)
+    }
+
+    fn backoff() -> impl Strategy<Value = Backoff> {
+        let jitter = prop_oneof![
+            Just(Jitter::None),
+            Just(Jitter::Full),
+            Just(Jitter::Equal),
+            Just(Jitter::Percent(0)),
+            Just(Jitter::Percent(20)),
+            Just(Jitter::Percent(100)),
+        ];
+        let base = prop_oneof![
+            Just(Duration::from_nanos(1)),
+            Just(Duration::from_millis(250)),
+            Just(Duration::from_secs(2)),
+            Just(Duration::from_secs(u64::MAX / 1_000_000_000 + 1)),
+        ];
+        (base, 1u32..4, 1u32..20, jitter).prop_map(|(base, multiplier, k, jitter)| Backoff {
+            base,
+            multiplier,
+            cap: base.saturating_mul(k),
+            jitter,
+        })
+    }
+
+    fn policy() -> impl Strategy<Value = RetryPolicy> {
+        (
+            (backoff(), proptest::option::weighted(0.3, backoff())),
+            (0u32..4, 0u32..5, 0u32..3),
+            proptest::option::weighted(0.2, 0u32..4),
+            any::<bool>(),
+            proptest::option::weighted(0.2, 0u64..3000),
+            (
+                1u64..4,
+                prop_oneof![Just(2u64), Just(60), Just(61)],
+                any::<bool>(),
+            ),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(
+                    (b, rl),
+                    (rate_limited, server_error, transport),
+                    total,
+                    all,
+                    ms,
+                    (min, cap, half),
+                    linger,
+                    wide,
+                )| {
+                    let mut p = RetryPolicy {
+                        backoff: b,
+                        rate_limited_backoff: rl,
+                        max_total_retries: total,
+                        backoff_exponent: if all {
+                            BackoffExponent::AllRetries
+                        } else {
+                            BackoffExponent::ClassRetries
+                        },
+                        retry_after_ms: ms.map(Duration::from_millis),
+                        backoff_when_budget_empty: linger,
+                        ..RetryPolicy::default()
+                    };
+                    p.max_retries.rate_limited = rate_limited;
+                    p.max_retries.server_error = server_error;
+                    p.max_retries.transport = transport;
+                    p.retry_after.min = Duration::from_secs(min);
+                    p.retry_after.auto_wait_cap = Duration::from_secs(cap)
+                        + Duration::from_millis(if half { 500 } else { 0 });
+                    if wide {
+                        p.server_error_statuses = StatusSet::of(&[408, 500, 503, 599]);
+                        p.rate_limited_statuses = StatusSet::of(&[400, 429, 504]);
+                    }
+                    p
+                },
+            )
+    }
+
+    fn request() -> impl Strategy<Value = RequestInfo> {
+        (any::<bool>(), proptest::option::weighted(0.2, 0u64..2)).prop_map(|(get, generation)| {
+            let mut r =
+                RequestInfo::new(RequestId(3), if get { Method::Get } else { Method::Post });
+            r.generation = generation;
+            r
+        })
+    }
+
+    /// Runs `steps` through `fast` and `general` (its fast path off),
+    /// comparing everything they say; how many answers the fast path took.
+    fn compare<B: RetryBudget + Clone + PartialEq + std::fmt::Debug>(
+        mut fast: RetryMachine<SplitMix64, B>,
+        t0: Instant,
+        steps: &[(i64, Step)],
+    ) -> Result<usize, TestCaseError> {
+        let mut general = fast.clone();
+        general.fast = general.fast.off();
+        let mut now = t0;
+        let mut last = SendId::default();
+        let mut taken = 0;
+        for (i, &(dt, step)) in steps.iter().enumerate() {
+            // Time mostly moves on; a negative step goes back (clamped).
+            now = if dt >= 0 {
+                now + Duration::from_millis(dt.unsigned_abs())
+            } else {
+                now.checked_sub(Duration::from_millis(dt.unsigned_abs()))
+                    .unwrap_or(now)
+            };
+            let event = match step {
+                Step::Tick => Event::Tick,
+                Step::Cancel => Event::Cancel,
+                Step::Transport(k) => Event::TransportError(
+                    last,
+                    [
+                        TransportErrorKind::Refused,
+                        TransportErrorKind::Reset,
+                        TransportErrorKind::Dns,
+                        TransportErrorKind::Timeout,
+                        TransportErrorKind::Aborted,
+                        TransportErrorKind::Tls,
+                        TransportErrorKind::Other,
+                        TransportErrorKind::BodyTooLarge,
+                        TransportErrorKind::TooManyRedirects,
+                    ][usize::from(k)],
+                ),
+                Step::Answer {
+                    status,
+                    retry_after,
+                    class,
+                    generation,
+                    ms,
+                    wrong_id,
+                } => {
+                    let mut id = last;
+                    if wrong_id {
+                        id.attempt = id.attempt.wrapping_add(1);
+                    }
+                    let mut r = Response::new(id, STATUSES[status], UNIX_EPOCH);
+                    r.retry_after = RETRY_AFTER[retry_after];
+                    r.retry_class = class.map(|c| {
+                        [
+                            RetryClass::RateLimited,
+                            RetryClass::ServerError,
+                            RetryClass::Transport,
+                        ][usize::from(c)]
+                    });
+                    r.generation = generation;
+                    if ms {
+                        r.retry_after_ms = Some(b"1500");
+                    }
+                    Event::Response(r)
+                }
+            };
+            if let Event::Response(r) = event {
+                let mut probe = fast.clone();
+                if probe
+                    .state
+                    .answer_fast(&probe.fast, &mut probe.rng, &mut probe.budget, now, &r)
+                {
+                    taken += 1;
+                }
+            }
+            fast.handle(now, event);
+            general.handle(now, event);
+            let (a, b) = (fast.poll_action(), general.poll_action());
+            prop_assert_eq!(a, b, "action after step {} {:?}", i, step);
+            if let Action::Send(plan) = a {
+                last = plan.id;
+            }
+            prop_assert_eq!(
+                fast.take_record(),
+                general.take_record(),
+                "record, step {}",
+                i
+            );
+            prop_assert_eq!(fast.outcome(), general.outcome());
+            prop_assert_eq!(fast.sends(), general.sends());
+            prop_assert_eq!(&fast.budget, &general.budget);
+            prop_assert_eq!(
+                fast.rng.next_u64(),
+                general.rng.next_u64(),
+                "draws, step {}",
+                i
+            );
+        }
+        Ok(taken)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn fast_path_decides_as_the_general_path(
+            policy in policy(),
+            request in request(),
+            timeout_ms in 0u64..30_000,
+            seed in any::<u64>(),
+            bucket in proptest::option::weighted(0.3, 0u32..40),
+            steps in proptest::collection::vec(step(), 1..24),
+        ) {
+            prop_assume!(policy.validate().is_ok());
+            let t0 = origin();
+            let m = RetryMachine::new(policy, request, SplitMix64::new(seed), t0,
+                Duration::from_millis(timeout_ms)).unwrap();
+            match bucket {
+                None => compare(m, t0, &steps)?,
+                Some(n) => compare(m.with_budget(RetryBucket::new(n, RetryCosts::default())), t0, &steps)?,
+            };
+        }
+    }
+
+    /// The fast path takes the common answers and leaves the rest, at the
+    /// edges of what it takes.
+    #[test]
+    fn fast_path_takes_what_it_should() {
+        fn takes(
+            policy: RetryPolicy,
+            request: RequestInfo,
+            r: impl Fn(SendId) -> Response<'static>,
+        ) -> bool {
+            let t0 = origin();
+            let mut m = RetryMachine::new(
+                policy,
+                request,
+                SplitMix64::new(1),
+                t0,
+                Duration::from_secs(30),
+            )
+            .unwrap();
+            let Action::Send(plan) = m.poll_action() else {
+                unreachable!()
+            };
+            let answer = r(plan.id);
+            let mut general = m.clone();
+            general.fast = general.fast.off();
+            let took = m
+                .state
+                .answer_fast(&m.fast, &mut m.rng, &mut m.budget, t0, &answer);
+            if !took {
+                m.handle(t0, Event::Response(answer));
+            }
+            general.handle(t0, Event::Response(answer));
+            assert_eq!(m.poll_action(), general.poll_action(), "{answer:?}");
+            assert_eq!(m.take_record(), general.take_record(), "{answer:?}");
+            took
+        }
+        let p = RetryPolicy::default();
+        let get = RequestInfo::new(RequestId(1), Method::Get);
+        let at = |s| move |id| Response::new(id, s, UNIX_EPOCH);
+        assert!(takes(p, get, at(503)));
+        assert!(takes(p, get, at(429)));
+        assert!(takes(p, get, at(200)));
+        assert!(takes(p, get, at(100)));
+        assert!(takes(p, get, at(399)));
+        assert!(takes(p, get, |id| Response::new(id, 429, UNIX_EPOCH)
+            .retry_after(b"2")));
+        assert!(takes(p, get, |id| Response::new(id, 503, UNIX_EPOCH)
+            .retry_after(b"0")));
+        // The automatic wait cap, 60 s: 60 is waited, 61 stops.
+        assert!(takes(p, get, |id| Response::new(id, 429, UNIX_EPOCH)
+            .retry_after(b"60")));
+        assert!(!takes(p, get, |id| Response::new(id, 429, UNIX_EPOCH)
+            .retry_after(b"61")));
+        assert!(!takes(p, get, |id| Response::new(id, 429, UNIX_EPOCH)
+            .retry_after(b" 2")));
+        assert!(!takes(p, get, at(99)));
+        assert!(!takes(p, get, at(404)));
+        assert!(!takes(p, get, at(501)));
+        assert!(!takes(p, get, at(600)));
+        assert!(!takes(p, get, |id| {
+            Response::new(id, 200, UNIX_EPOCH).retry_class(RetryClass::ServerError)
+        }));
+        assert!(!takes(
+            p,
+            RequestInfo::new(RequestId(1), Method::Post),
+            at(503)
+        ));
+        let mut generation = get;
+        generation.generation = Some(1);
+        assert!(!takes(p, generation, at(503)));
+        let mut none_left = p;
+        none_left.max_retries.server_error = 0;
+        assert!(!takes(none_left, get, at(503)));
+        assert!(takes(none_left, get, at(429)));
+        let mut ms = p;
+        ms.retry_after_ms = Some(Duration::from_secs(1));
+        assert!(!takes(ms, get, at(503)));
     }
 }

@@ -2,18 +2,121 @@
 //! random source or budget — the part a [`RetryMachine`](crate::RetryMachine)
 //! wraps and a batch keeps per item.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
+use crate::backoff;
 use crate::budget::RetryBudget;
 use crate::decide::{Spent, Verdict, classified, judge_with, later};
 use crate::input::{Event, Reply, Response, RetryClass, SendId};
 use crate::outcome::Outcome;
 use crate::output::{Action, SendPlan};
-use crate::policy::RetryPolicy;
-use crate::record::{AttemptRecord, RetryAfterNote};
+use crate::policy::{BackoffExponent, Jitter, RetryPolicy};
+use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
+use crate::retry_after;
+
+/// A backoff in nanoseconds, as [`backoff::delay_nanos`] takes it.
+#[derive(Clone, Copy, Debug)]
+struct FastBackoff {
+    base: u64,
+    cap: u64,
+    multiplier: u32,
+    jitter: Jitter,
+}
+
+impl FastBackoff {
+    fn of(b: &crate::policy::Backoff) -> Option<FastBackoff> {
+        Some(FastBackoff {
+            base: backoff::small_nanos(b.base)?,
+            cap: backoff::small_nanos(b.cap)?,
+            multiplier: b.multiplier,
+            jitter: b.jitter,
+        })
+    }
+}
+
+/// What [`RetryState::answer_fast`] decides by: the parts of a policy and a
+/// request that a plain answer needs, worked out once at construction
+/// (issue 22). The fast path takes an answer only when it is on, and
+/// hands every other answer (and every answer it would stop on before
+/// drawing a delay) to the general path, [`RetryState::handle`], which
+/// decides by the whole policy.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastPath {
+    /// Off when the request is not replayable or carries a generation, or
+    /// the policy counts total retries, takes the exponent from all
+    /// classes, reads millisecond hints, or has a backoff of 2^64 ns or more.
+    on: bool,
+    /// Statuses 400..=599 of either class (bit `i` for status `400 + i`).
+    retried: [u64; 4],
+    /// Statuses 400..=599 of the rate-limited class.
+    rate_limited: [u64; 4],
+    /// The backoff of each class, by [`RetryClass::index`] (rate limited,
+    /// server error).
+    backoff: [FastBackoff; 2],
+    /// The retry budget of each class, by index.
+    max: [u32; 2],
+    /// `retry_after.min`.
+    min: Duration,
+    /// Whole seconds of `retry_after.auto_wait_cap`: a delay of whole
+    /// seconds is over the cap exactly when its seconds are.
+    auto_wait_cap_secs: u64,
+    /// `backoff_when_budget_empty`.
+    linger: bool,
+}
+
+impl FastPath {
+    /// The fast path's constants for `policy` and `request`.
+    pub(crate) fn new(policy: &RetryPolicy, request: &RequestInfo) -> FastPath {
+        let rl = policy.rate_limited_statuses.bits();
+        let se = policy.server_error_statuses.bits();
+        let mut retried = [0; 4];
+        for (i, w) in retried.iter_mut().enumerate() {
+            *w = rl[i] | se[i];
+        }
+        let limited = FastBackoff::of(policy.backoff_of(RetryClass::RateLimited));
+        let server = FastBackoff::of(policy.backoff_of(RetryClass::ServerError));
+        let on = request.is_replayable()
+            && request.generation.is_none()
+            && policy.max_total_retries.is_none()
+            && policy.backoff_exponent == BackoffExponent::ClassRetries
+            && policy.retry_after_ms.is_none();
+        let (on, backoff) = match (limited, server) {
+            (Some(l), Some(s)) if on => (true, [l, s]),
+            _ => {
+                let off = FastBackoff {
+                    base: 0,
+                    cap: 0,
+                    multiplier: 1,
+                    jitter: Jitter::None,
+                };
+                (false, [off, off])
+            }
+        };
+        FastPath {
+            on,
+            retried,
+            rate_limited: rl,
+            backoff,
+            max: [
+                policy.max_retries.of(RetryClass::RateLimited),
+                policy.max_retries.of(RetryClass::ServerError),
+            ],
+            min: policy.retry_after.min,
+            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs(),
+            linger: policy.backoff_when_budget_empty,
+        }
+    }
+
+    /// The same constants with the fast path off (tests compare both paths).
+    #[cfg(test)]
+    pub(crate) fn off(mut self) -> FastPath {
+        self.on = false;
+        self
+    }
+}
 
 /// Where a logical request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +245,141 @@ impl RetryState {
                 self.on_reply(policy, rng, budget, now, id, reply, None);
             }
         }
+    }
+
+    /// The fast path of an answer (issue 22): decides a plain answer — no
+    /// caller's class, `Retry-After` absent or all digits, a success or a
+    /// status of a class with retries left — as [`handle`](Self::handle)
+    /// would, with the policy's constants worked out beforehand and fewer
+    /// branches. `false` (and nothing changed) for any other answer: the
+    /// caller then hands it to `handle`.
+    #[inline]
+    pub(crate) fn answer_fast<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
+        &mut self,
+        fast: &FastPath,
+        rng: &mut R,
+        budget: &mut B,
+        now: Instant,
+        r: &Response<'_>,
+    ) -> bool {
+        let id = r.id;
+        if !fast.on
+            || r.retry_class.is_some()
+            || !matches!(self.phase, Phase::InFlight(a) if a == id.attempt)
+            || id.item != self.item
+        {
+            return false;
+        }
+        let now = now.max(self.last_now);
+        if now >= self.deadline {
+            return false;
+        }
+        let status = r.status;
+        let reply = Reply::Status(status);
+        let i = usize::from(status.wrapping_sub(400));
+        if i >= 200 {
+            if !(100..=399).contains(&status) {
+                return false;
+            }
+            // A success (the caller classed nothing: `retry_class` is None).
+            self.last_now = now;
+            budget.deposit(self.spent.last_cost());
+            let o = Outcome::Succeeded { status };
+            self.record = Some(AttemptRecord {
+                request: self.request.id,
+                id,
+                reply,
+                class: None,
+                retry_after: RetryAfterNote::Absent,
+                next: None,
+                outcome: Some(o),
+            });
+            self.phase = Phase::Done(o);
+            return true;
+        }
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if fast.retried[word] & bit == 0 {
+            return false;
+        }
+        let (class, c) = if fast.rate_limited[word] & bit != 0 {
+            (RetryClass::RateLimited, 0)
+        } else {
+            (RetryClass::ServerError, 1)
+        };
+        let n = self.spent.of(class);
+        if n >= fast.max[c] {
+            return false;
+        }
+        // `Retry-After`: all digits (within the cap), else the general path.
+        let server = match r.retry_after {
+            None => None,
+            Some(v) => match retry_after::delta_seconds(v) {
+                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(Duration::from_secs(secs)),
+                _ => return false,
+            },
+        };
+        // Decided from here on: the delay draws from `rng`.
+        self.last_now = now;
+        let b = &fast.backoff[c];
+        let mut delay = Duration::from_nanos(backoff::delay_nanos(
+            b.base,
+            b.cap,
+            b.multiplier,
+            b.jitter,
+            n,
+            || rng.next_u64(),
+        ));
+        let mut source = DelaySource::Backoff;
+        let mut note = RetryAfterNote::Absent;
+        if let Some(d) = server {
+            note = RetryAfterNote::Valid(d);
+            let clamped = d.max(fast.min);
+            if clamped > delay {
+                delay = clamped;
+                source = if clamped > d {
+                    DelaySource::Clamp
+                } else {
+                    DelaySource::RetryAfter
+                };
+            }
+        }
+        let record = self.record.insert(AttemptRecord {
+            request: self.request.id,
+            id,
+            reply,
+            class: Some(class),
+            retry_after: note,
+            next: None,
+            outcome: None,
+        });
+        let send_at = later(now, delay);
+        let Some(send_at) = send_at.filter(|t| *t < self.deadline) else {
+            let o = Outcome::TimedOut { needed: send_at };
+            record.outcome = Some(o);
+            self.phase = Phase::Done(o);
+            return true;
+        };
+        match budget.withdraw(class, reply) {
+            Some(cost) => {
+                self.spent.charge(class, cost);
+                record.next = Some(PlannedDelay {
+                    delay,
+                    source,
+                    send_at,
+                });
+                self.phase = Phase::Waiting(send_at);
+            }
+            None => {
+                let o = Outcome::RetryBudgetExhausted { class, last: reply };
+                record.outcome = Some(o);
+                self.phase = if fast.linger {
+                    Phase::Closing(send_at, class, reply)
+                } else {
+                    Phase::Done(o)
+                };
+            }
+        }
+        true
     }
 
     #[allow(clippy::too_many_arguments)]
