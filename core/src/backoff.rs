@@ -84,14 +84,24 @@ pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration
             d
         };
     };
-    Duration::from_nanos(delay_nanos(base, cap, b.multiplier, b.jitter, n, draw))
+    // As `exponential`: below 2^64 ns the product is exact in both; at or
+    // above it, both give `cap` (< 2^64 ns).
+    let d = base
+        .saturating_mul(u64::from(b.multiplier.saturating_pow(n)))
+        .min(cap);
+    if draws(b.jitter) {
+        Duration::from_nanos(jitter_nanos(d, b.jitter, draw()))
+    } else {
+        Duration::from_nanos(d)
+    }
 }
 
 /// [`delay`] in nanoseconds for a backoff whose `base` and `cap` are
-/// already in nanoseconds (both under 2^64 ns): what [`delay`] computes
-/// for every real policy, and what `RetryMachine`'s fast path computes
-/// from the constants it keeps (issue 22).
-#[inline]
+/// already in nanoseconds (both under 2^64 ns), with the default jitter
+/// inline: what `RetryMachine`'s fast path computes from the constants it
+/// keeps (issue 22). The same value as `delay` (`delay` itself stays as it
+/// was: its callers counted more instructions with this body inlined).
+#[inline(always)]
 pub(crate) fn delay_nanos(
     base: u64,
     cap: u64,
@@ -105,7 +115,10 @@ pub(crate) fn delay_nanos(
     let d = base
         .saturating_mul(u64::from(multiplier.saturating_pow(n)))
         .min(cap);
-    if draws(jitter) {
+    // The default jitter inline; the others through `jitter_nanos`.
+    if jitter == Jitter::Full {
+        scale(d, draw())
+    } else if draws(jitter) {
         jitter_nanos(d, jitter, draw())
     } else {
         d
@@ -232,6 +245,12 @@ mod tests {
                                     want = super::jitter(want, jitter, x);
                                 }
                                 assert_eq!(got, want, "{b:?} n={n} x={x}");
+                                if let (Some(base), Some(cap)) =
+                                    (small_nanos(base), small_nanos(cap))
+                                {
+                                    let fast = delay_nanos(base, cap, multiplier, jitter, n, || x);
+                                    assert_eq!(Duration::from_nanos(fast), want, "{b:?} n={n}");
+                                }
                                 assert_eq!(drawn, u32::from(draws(jitter)), "{b:?}");
                             }
                         }
