@@ -112,9 +112,13 @@ pub(crate) fn delay_nanos(
 ) -> u64 {
     // As `exponential`: below 2^64 ns the product is exact in both; at or
     // above it, both give `cap` (< 2^64 ns).
-    let d = base
-        .saturating_mul(u64::from(multiplier.saturating_pow(n)))
-        .min(cap);
+    // The first retry of a class (the common case) without the multiply.
+    let d = if n == 0 {
+        base
+    } else {
+        base.saturating_mul(u64::from(multiplier.saturating_pow(n)))
+    }
+    .min(cap);
     // The default jitter inline; the others through `jitter_nanos`.
     if jitter == Jitter::Full {
         scale(d, draw())

@@ -270,8 +270,9 @@ impl RetryState {
         {
             return false;
         }
-        let now = now.max(self.last_now);
-        if now >= self.deadline {
+        // Time gone backwards (clamped to the latest `now` by the general
+        // path) or the deadline reached: the general path.
+        if now < self.last_now || now >= self.deadline {
             return false;
         }
         let status = r.status;
