@@ -99,7 +99,9 @@ pub trait Clock {
     /// The monotonic time now.
     fn now(&self) -> Instant;
     /// The wall clock now, only to turn an HTTP-date (`Retry-After` without
-    /// a `Date` to measure from) into a delay. Default `SystemTime::now()`;
+    /// a `Date` to measure from) into a delay; the drive loop asks for it
+    /// only for an answer that carries such a header (or an
+    /// `X-RateLimit-Reset`). Default `SystemTime::now()`;
     /// a clock whose time can be paused or run ahead (tokio's test clock)
     /// moves its wall clock with it, so that such a test controls HTTP-dates
     /// too.

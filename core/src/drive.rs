@@ -19,7 +19,7 @@
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::input::{Event, JobReport, Response, RetryClass, SendId, TransportErrorKind};
 use crate::item_map::ItemSlots;
@@ -184,7 +184,12 @@ pub trait Io {
     type Sending: Future<Output = Result<Self::Answer, TransportErrorKind>>;
     /// The monotonic clock.
     fn now(&self) -> Instant;
-    /// The wall clock (only to turn an HTTP-date into a delay).
+    /// The wall clock (only to turn an HTTP-date into a delay). Read only
+    /// for an answer that carries a header that may need it: a
+    /// `Retry-After` that is not a number of seconds, or an
+    /// `X-RateLimit-Reset` (which may be an epoch time). Every other
+    /// answer reaches the machines with [`Response::wall_clock`] at
+    /// `UNIX_EPOCH`, which they never read.
     fn wall_clock(&self) -> SystemTime;
     /// Starts a send.
     fn send(&mut self, plan: &SendPlan) -> Self::Sending;
@@ -463,8 +468,13 @@ where
                 ended.set(None);
                 match result {
                     Ok(answer) => {
-                        let mut r = Response::new(id, answer.status(), io.wall_clock());
+                        // The wall clock only when a header may need it
+                        // (read once per such answer, not on every one).
+                        let mut r = Response::new(id, answer.status(), UNIX_EPOCH);
                         answer.file_headers(&mut r);
+                        if needs_wall_clock(&r) {
+                            r.wall_clock = io.wall_clock();
+                        }
                         r.generation = io.generation();
                         r.retry_class = classify.retry_class(&answer);
                         r.job = classify.job(&answer);
@@ -486,6 +496,17 @@ where
             answers.insert(item, Box::new(answer));
         }
     }
+}
+
+/// Whether the machines may read `response`'s [`Response::wall_clock`]:
+/// they read it only to turn a time into a delay, for a `Retry-After` that
+/// is not delta-seconds (an HTTP-date, measured against `Date` or the wall
+/// clock; an invalid value is read the same way before it is rejected) and
+/// for an `X-RateLimit-Reset` (an epoch time is measured the same way).
+fn needs_wall_clock(response: &Response<'_>) -> bool {
+    let seconds = |v: &[u8]| !v.is_empty() && v.iter().all(u8::is_ascii_digit);
+    response.retry_after.is_some_and(|v| !seconds(v))
+        || response.rate_limit.x_ratelimit_reset.is_some()
 }
 
 /// The last answer of every item not yet handed out. A call of one item
@@ -527,5 +548,24 @@ fn hand_out<M, I>(
         if let Some(kept) = io.ended(item, outcome, answer) {
             answers.insert(item, Box::new(kept));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wall_clock_is_needed_for_dates_and_resets_only() {
+        let needs = |f: &dyn Fn(Response<'static>) -> Response<'static>| {
+            needs_wall_clock(&f(Response::new(SendId::default(), 429, UNIX_EPOCH)))
+        };
+        assert!(!needs(&|r| r));
+        assert!(!needs(&|r| r.retry_after(b"2")));
+        assert!(!needs(&|r| r.header("ratelimit", b"\"d\";r=0;t=2")));
+        assert!(needs(&|r| r.retry_after(b"Sun, 06 Nov 1994 08:49:37 GMT")));
+        assert!(needs(&|r| r.retry_after(b" 2")));
+        assert!(needs(&|r| r.retry_after(b"")));
+        assert!(needs(&|r| r.header("x-ratelimit-reset", b"1700000000")));
     }
 }

@@ -45,6 +45,9 @@ struct Scripted {
     cancel_in_sleep: bool,
     cancel_fired: bool,
     plans: Vec<SendPlan>,
+    /// What `wall_clock` answers, and how many times it was asked.
+    wall: SystemTime,
+    wall_reads: Cell<u32>,
 }
 
 impl Scripted {
@@ -58,6 +61,8 @@ impl Scripted {
             cancel_in_sleep: false,
             cancel_fired: false,
             plans: Vec::new(),
+            wall: UNIX_EPOCH,
+            wall_reads: Cell::new(0),
         }
     }
     fn cancelled(&self) -> bool {
@@ -72,7 +77,8 @@ impl Io for Scripted {
         self.now.get()
     }
     fn wall_clock(&self) -> SystemTime {
-        UNIX_EPOCH
+        self.wall_reads.set(self.wall_reads.get() + 1);
+        self.wall
     }
     fn send(&mut self, plan: &SendPlan) -> Self::Sending {
         self.plans.push(*plan);
@@ -413,4 +419,43 @@ fn an_ended_sends_abort_at_neither_wakes_nor_aborts_anything() {
     );
     assert_eq!(io.sleeps, 1, "one sleep, to the machine's instant");
     assert_eq!(io.now(), t0 + Duration::from_secs(5));
+}
+
+/// The wall clock is read for an answer whose `Retry-After` is an
+/// HTTP-date (the delay is measured against it: read as `UNIX_EPOCH`, the
+/// date would lie decades ahead and end the call), and for no other.
+#[test]
+fn the_wall_clock_is_read_only_for_an_answer_that_needs_it() {
+    let t0 = origin();
+    let mut io = Scripted::new(
+        t0,
+        vec![
+            Ok(Ans {
+                status: 503,
+                retry_after: Some("1"),
+            }),
+            Ok(Ans {
+                status: 503,
+                retry_after: Some("Sun, 06 Nov 1994 08:49:39 GMT"),
+            }),
+            ok(200),
+        ],
+    );
+    // Sun, 06 Nov 1994 08:49:37 GMT: the date above is two seconds later.
+    io.wall = UNIX_EPOCH + Duration::from_secs(784_111_777);
+    let mut m = machine(t0);
+    let mut records = Vec::new();
+    let done = polite_testing::block_on(drive::drive(
+        &mut m,
+        &mut io,
+        &mut NoJobs,
+        &mut drive::records(|r| records.push(*r)),
+    ));
+    assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
+    assert_eq!(io.wall_reads.get(), 1);
+    assert_eq!(
+        records[1].retry_after,
+        polite_core::record::RetryAfterNote::Valid(Duration::from_secs(2))
+    );
+    assert!(io.now.get() >= t0 + Duration::from_secs(3));
 }
