@@ -218,6 +218,17 @@ pub trait Io {
     fn caller_behind(&self) -> bool {
         false
     }
+    /// `answer` stays kept (to hand back at its item's end) while another
+    /// send starts: a poll's answer during the next poll, a retried answer
+    /// during the retry, an item's answer while other items' sends go on.
+    /// Called once per kept answer, right before that next send. An `Io`
+    /// whose answers borrow a buffer a later read would otherwise reuse (a
+    /// connection's read buffer) copies them out here; the answer a call
+    /// ends with and hands back at once is never passed here. Nothing by
+    /// default.
+    fn keep(&mut self, answer: &mut Self::Answer) {
+        let _ = answer;
+    }
     /// Item `item` ended with `outcome`; `answer` is its last answer. Take
     /// the answer (hand it to your caller now), or give it back to keep it
     /// for [`Finished::answers`] (the default).
@@ -348,6 +359,10 @@ where
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
     let mut answers: Kept<I::Answer> = Kept::default();
+    // The item whose kept answer has not been passed to `Io::keep` yet:
+    // that happens before the next send, which a call's last answer never
+    // sees.
+    let mut unkept: Option<u32> = None;
     let mut sends = 0u32;
     let mut closed = false;
     loop {
@@ -375,6 +390,11 @@ where
                     if io.is_cancelled() {
                         machine.handle(io.now(), Event::Cancel);
                         continue;
+                    }
+                    if let Some(item) = unkept.take()
+                        && let Some(answer) = answers.get_mut(&item)
+                    {
+                        io.keep(answer);
                     }
                     sends += 1;
                     let sending = io.send(&plan);
@@ -483,6 +503,14 @@ where
         }
         hand_out(machine, io, &mut answers, &mut fresh);
         if let Some((item, answer)) = fresh.take() {
+            // Two answers kept with no send between them (a batch): the
+            // older one is passed to `keep` now.
+            if let Some(older) = unkept.replace(item)
+                && older != item
+                && let Some(kept) = answers.get_mut(&older)
+            {
+                io.keep(kept);
+            }
             answers.insert(item, Box::new(answer));
         }
     }

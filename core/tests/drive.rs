@@ -45,6 +45,8 @@ struct Scripted {
     cancel_in_sleep: bool,
     cancel_fired: bool,
     plans: Vec<SendPlan>,
+    /// The statuses of the answers passed to `keep`, in order.
+    kept: Vec<u16>,
 }
 
 impl Scripted {
@@ -58,6 +60,7 @@ impl Scripted {
             cancel_in_sleep: false,
             cancel_fired: false,
             plans: Vec::new(),
+            kept: Vec::new(),
         }
     }
     fn cancelled(&self) -> bool {
@@ -105,6 +108,9 @@ impl Io for Scripted {
     fn is_cancelled(&self) -> bool {
         self.cancelled()
     }
+    fn keep(&mut self, answer: &mut Ans) {
+        self.kept.push(answer.status);
+    }
 }
 
 fn machine(t0: Instant) -> RetryMachine<SplitMix64> {
@@ -123,6 +129,46 @@ fn ok(status: u16) -> Result<Ans, TransportErrorKind> {
         status,
         retry_after: None,
     })
+}
+
+/// `keep` sees every answer the loop holds while its item goes on (the
+/// 503 and the 429, during their retries), and never the answer that ends
+/// the item (handed back as it came: a transport copies nothing for it).
+#[test]
+fn only_answers_kept_while_their_item_goes_on_are_passed_to_keep() {
+    let t0 = origin();
+    let mut io = Scripted::new(
+        t0,
+        vec![
+            ok(503),
+            Err(TransportErrorKind::Reset),
+            Ok(Ans {
+                status: 429,
+                retry_after: Some("1"),
+            }),
+            ok(200),
+        ],
+    );
+    let done = polite_testing::block_on(drive::drive(
+        &mut machine(t0),
+        &mut io,
+        &mut NoJobs,
+        &mut (),
+    ));
+    assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
+    assert_eq!(io.kept, [503, 429]);
+    assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(200));
+
+    // A call whose first answer ends it keeps nothing.
+    let mut io = Scripted::new(t0, vec![ok(404)]);
+    let done = polite_testing::block_on(drive::drive(
+        &mut machine(t0),
+        &mut io,
+        &mut NoJobs,
+        &mut (),
+    ));
+    assert_eq!(io.kept, Vec::<u16>::new());
+    assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(404));
 }
 
 #[test]
