@@ -171,6 +171,16 @@ fn the_transport_keeps_only_answers_held_across_another_attempt() {
     let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
     assert_eq!(client.send(get("/a")).unwrap().body(), "at once");
     assert!(script.kept().is_empty());
+
+    // A batch: both items' 503s are held during their backoff, the second
+    // arriving before any other send: both are kept, once each.
+    let script = Script::of(&[(503, &[], "a"), (503, &[], "b")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let results = client.batch(vec![get("/a"), get("/b")]).unwrap();
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let mut kept = script.kept();
+    kept.sort();
+    assert_eq!(kept, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
 }
 
 #[test]
