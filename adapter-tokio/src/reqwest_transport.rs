@@ -253,18 +253,20 @@ pub(crate) async fn read_whole(
     Ok(out)
 }
 
-/// Copies what a kept answer shares with the connection's read buffer out
-/// of it ([`Transport::keep`]): the header values, and a body of at most
-/// [`COPIED_BODY`] bytes that shares its memory (a one-chunk body is a
-/// slice of that buffer, 8 KiB or more). Kept as they were, they would pin
-/// the buffer, and the connection would allocate another for its next
-/// read: about 8 KiB per waiting call during every long poll (BENCHMARKS.md
-/// section 8.6). A body of its own (read in several chunks) or a larger
-/// one (most of its buffer) stays as it is.
+/// Copies what a kept answer may share with the connection's read buffer
+/// out of it ([`Transport::keep`]): the header values, and a body of at
+/// most [`COPIED_BODY`] bytes (a one-chunk body is a slice of that buffer,
+/// 8 KiB or more). Kept as they were, they would pin the buffer, and the
+/// connection would allocate another for its next read: about 8 KiB per
+/// waiting call during every long poll (BENCHMARKS.md section 8.6). Even a
+/// body that no longer shares its buffer (`Bytes::is_unique`: hyper has
+/// already moved to a fresh buffer) pins the whole allocation it is a
+/// slice of, so every small body is copied. A larger one (most of its
+/// buffer) stays as it is.
 pub(crate) fn detach(answer: &mut http::Response<Bytes>) {
     detach_values(answer.headers_mut());
     let body = answer.body_mut();
-    if !body.is_empty() && body.len() <= COPIED_BODY && !body.is_unique() {
+    if !body.is_empty() && body.len() <= COPIED_BODY {
         *body = Bytes::copy_from_slice(body);
     }
 }
@@ -332,11 +334,11 @@ mod tests {
     use super::*;
 
     /// A one-chunk body is handed on as it came (as reqwest's `bytes()`
-    /// does); once kept, one of at most [`COPIED_BODY`] bytes that shares
-    /// its memory (hyper's chunk is a slice of the connection's read
-    /// buffer) is copied out, a larger one or one of its own is not.
+    /// does); once kept, one of at most [`COPIED_BODY`] bytes is copied out
+    /// (hyper's chunk is a slice of the connection's read buffer), a
+    /// larger one is not.
     #[tokio::test]
-    async fn a_kept_small_body_sharing_its_buffer_is_copied_others_are_not() {
+    async fn a_kept_small_body_is_copied_a_large_one_is_not() {
         for (len, copied) in [(1, true), (COPIED_BODY, true), (COPIED_BODY + 1, false)] {
             let buffer = Bytes::from(vec![7u8; len + 8]);
             let chunk = buffer.slice(8..);
@@ -355,11 +357,14 @@ mod tests {
                 "{len} B: copied should be {copied}"
             );
         }
-        // A body that is its own memory stays.
-        let mut own = http::Response::new(Bytes::from(vec![1u8; 100]));
-        let at = own.body().as_ptr();
-        detach(&mut own);
-        assert_eq!(own.body().as_ptr(), at);
+        // A small slice that alone holds its allocation is copied too: it
+        // would pin all of it.
+        let mut alone = http::Response::new(Bytes::from(vec![1u8; 8 << 10]).slice(..100));
+        let at = alone.body().as_ptr();
+        assert!(alone.body().is_unique());
+        detach(&mut alone);
+        assert_ne!(alone.body().as_ptr(), at);
+        assert_eq!(alone.body(), &vec![1u8; 100]);
     }
 
     #[cfg(feature = "rustls")]

@@ -218,14 +218,14 @@ pub trait Io {
     fn caller_behind(&self) -> bool {
         false
     }
-    /// `answer` stays kept (to hand back at its item's end) while another
-    /// send starts: a poll's answer during the next poll, a retried answer
-    /// during the retry, an item's answer while other items' sends go on.
-    /// Called once per kept answer, right before that next send. An `Io`
-    /// whose answers borrow a buffer a later read would otherwise reuse (a
-    /// connection's read buffer) copies them out here; the answer a call
-    /// ends with and hands back at once is never passed here. Nothing by
-    /// default.
+    /// `answer` stays kept (to hand back at its item's end) while the call
+    /// goes on: a poll's answer during the next poll, a retried answer
+    /// during the retry, an item's answer while other sends go on. Called
+    /// once per kept answer, as soon as the machine's next action shows the
+    /// call going on (before any other send or wait). An `Io` whose answers
+    /// borrow a buffer a later read would otherwise reuse (a connection's
+    /// read buffer) copies them out here; the answer a call ends with and
+    /// hands back at once is never passed here. Nothing by default.
     fn keep(&mut self, answer: &mut Self::Answer) {
         let _ = answer;
     }
@@ -359,9 +359,9 @@ where
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
     let mut answers: Kept<I::Answer> = Kept::default();
-    // The item whose kept answer has not been passed to `Io::keep` yet:
-    // that happens before the next send, which a call's last answer never
-    // sees.
+    // The item whose answer was just kept and not yet passed to
+    // `Io::keep`: that happens once the machine's next action is not
+    // `Stop` (so a call's last answer, handed back at once, never is).
     let mut unkept: Option<u32> = None;
     let mut sends = 0u32;
     let mut closed = false;
@@ -385,16 +385,19 @@ where
                     }
                 }
             }
-            match machine.poll_action() {
+            let action = machine.poll_action();
+            // The machine goes on: the answer just kept stays kept.
+            if !matches!(action, Action::Stop(_))
+                && let Some(item) = unkept.take()
+                && let Some(answer) = answers.get_mut(&item)
+            {
+                io.keep(answer);
+            }
+            match action {
                 Action::Send(plan) => {
                     if io.is_cancelled() {
                         machine.handle(io.now(), Event::Cancel);
                         continue;
-                    }
-                    if let Some(item) = unkept.take()
-                        && let Some(answer) = answers.get_mut(&item)
-                    {
-                        io.keep(answer);
                     }
                     sends += 1;
                     let sending = io.send(&plan);
