@@ -13,7 +13,7 @@ use polite_client::{
 use polite_core::{RetryPolicy, TransportErrorKind};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::reqwest_transport::{error, kind, read_whole, to_reqwest};
+use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 
 /// polite as a [`reqwest_middleware::Middleware`]: every request sent
 /// through a `ClientWithMiddleware` that has it becomes one polite call —
@@ -421,6 +421,13 @@ impl<'a> Transport for NextTransport<'a> {
     /// `abort_at`.
     fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> Sending<'a> {
         self.start(request, None)
+    }
+
+    /// As [`ReqwestTransport`](crate::ReqwestTransport)'s: a retried
+    /// answer's header values and small body are copied out of the
+    /// connection's read buffer.
+    fn keep(&self, answer: &mut http::Response<Bytes>) {
+        detach(answer);
     }
 }
 

@@ -21,6 +21,13 @@ use polite_core::TransportErrorKind;
 ///   `Content-Length` or by what arrives) end the attempt at once with a
 ///   permanent [`BodyTooLarge`](TransportErrorKind::BodyTooLarge): the
 ///   rest is never downloaded, and the request is not retried.
+/// * **Memory.** An answer comes back as reqwest's `bytes()` would give
+///   it: a body that arrived as one chunk, and the header values, are
+///   slices of the connection's read buffer (no copy). An answer polite
+///   keeps while another attempt goes out (a long poll's answer during the
+///   next poll, a retried answer during the retry) has those copied out
+///   first ([`Transport::keep`]: the header values, and a shared body of
+///   at most 16 KiB), so that it pins no connection's buffer.
 /// * **Errors** are classified by walking the error's `source()` chain
 ///   (`std::io::Error` kinds, reqwest's DNS, redirect and builder errors,
 ///   and with feature `rustls` a rejected certificate, which is permanent),
@@ -192,14 +199,16 @@ async fn attempt(
     read_whole(response, max_body).await
 }
 
-/// The largest one-chunk body [`read_whole`] copies out of hyper's read
+/// The largest one-chunk body [`detach`] copies out of hyper's read
 /// buffer (its initial size is 8 KiB; a 16 KiB body there is most of it).
 const COPIED_BODY: usize = 16 << 10;
 
 /// A reqwest answer as an `http::Response<Bytes>`, its body read whole up
 /// to `max_body` bytes (more, by `Content-Length` or by what arrives: a
-/// permanent `BodyTooLarge`, the rest never downloaded), its header values
-/// detached from the connection's read buffer.
+/// permanent `BodyTooLarge`, the rest never downloaded). Like reqwest's
+/// own `bytes()`, a body that came as one chunk and the header values are
+/// slices of the connection's read buffer: [`detach`] copies them out when
+/// polite keeps the answer while the connection reads on.
 pub(crate) async fn read_whole(
     mut response: reqwest::Response,
     max_body: usize,
@@ -212,7 +221,6 @@ pub(crate) async fn read_whole(
     *out.status_mut() = response.status();
     *out.version_mut() = response.version();
     *out.headers_mut() = std::mem::take(response.headers_mut());
-    detach_values(out.headers_mut());
     // Sized once from Content-Length (bounded by the limit): a large body
     // is copied once, never regrown; a large body that arrives as one chunk
     // is not copied at all.
@@ -239,16 +247,28 @@ pub(crate) async fn read_whole(
         body.extend_from_slice(&chunk);
     }
     *out.body_mut() = match first {
-        // A small body that came as one chunk is a slice of the
-        // connection's read buffer (8 KiB or more): copied, so that an
-        // answer the drive loop keeps (a long poll's, during the next poll)
-        // does not pin that buffer and make the connection allocate
-        // another. A larger one is most of its buffer: kept as it is.
-        Some(only) if only.len() <= COPIED_BODY => Bytes::copy_from_slice(&only),
         Some(only) => only,
         None => body.freeze(),
     };
     Ok(out)
+}
+
+/// Copies what a kept answer may share with the connection's read buffer
+/// out of it ([`Transport::keep`]): the header values, and a body of at
+/// most [`COPIED_BODY`] bytes (a one-chunk body is a slice of that buffer,
+/// 8 KiB or more). Kept as they were, they would pin the buffer, and the
+/// connection would allocate another for its next read: about 8 KiB per
+/// waiting call during every long poll (BENCHMARKS.md section 8.6). Even a
+/// body that no longer shares its buffer (`Bytes::is_unique`: hyper has
+/// already moved to a fresh buffer) pins the whole allocation it is a
+/// slice of, so every small body is copied. A larger one (most of its
+/// buffer) stays as it is.
+pub(crate) fn detach(answer: &mut http::Response<Bytes>) {
+    detach_values(answer.headers_mut());
+    let body = answer.body_mut();
+    if !body.is_empty() && body.len() <= COPIED_BODY {
+        *body = Bytes::copy_from_slice(body);
+    }
 }
 
 /// Copies the header values into one small buffer of their own.
@@ -301,21 +321,35 @@ impl Transport for ReqwestTransport {
     fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
         Box::pin(attempt(self.client.clone(), request, self.max_body))
     }
+
+    /// Copies the header values and a small body that shares the
+    /// connection's read buffer out of it (see [`ReqwestTransport`]).
+    fn keep(&self, answer: &mut http::Response<Bytes>) {
+        detach(answer);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A one-chunk body up to [`COPIED_BODY`] comes out as its own memory
-    /// (hyper's chunk is a slice of the connection's read buffer, which a
-    /// kept answer would pin); a larger one is handed on as it came.
+    /// A one-chunk body is handed on as it came (as reqwest's `bytes()`
+    /// does); once kept, one of at most [`COPIED_BODY`] bytes is copied out
+    /// (hyper's chunk is a slice of the connection's read buffer), a
+    /// larger one is not.
     #[tokio::test]
-    async fn a_small_one_chunk_body_is_copied_a_large_one_is_not() {
+    async fn a_kept_small_body_is_copied_a_large_one_is_not() {
         for (len, copied) in [(1, true), (COPIED_BODY, true), (COPIED_BODY + 1, false)] {
-            let chunk = Bytes::from(vec![7u8; len]);
+            let buffer = Bytes::from(vec![7u8; len + 8]);
+            let chunk = buffer.slice(8..);
             let response = reqwest::Response::from(http::Response::new(chunk.clone()));
-            let out = read_whole(response, 1 << 20).await.expect("read");
+            let mut out = read_whole(response, 1 << 20).await.expect("read");
+            assert_eq!(
+                out.body().as_ptr(),
+                chunk.as_ptr(),
+                "{len} B: read as it came"
+            );
+            ReqwestTransport::new(reqwest::Client::new()).keep(&mut out);
             assert_eq!(out.body(), &chunk, "{len} B");
             assert_eq!(
                 out.body().as_ptr() != chunk.as_ptr(),
@@ -323,6 +357,14 @@ mod tests {
                 "{len} B: copied should be {copied}"
             );
         }
+        // A small slice that alone holds its allocation is copied too: it
+        // would pin all of it.
+        let mut alone = http::Response::new(Bytes::from(vec![1u8; 8 << 10]).slice(..100));
+        let at = alone.body().as_ptr();
+        assert!(alone.body().is_unique());
+        detach(&mut alone);
+        assert_ne!(alone.body().as_ptr(), at);
+        assert_eq!(alone.body(), &vec![1u8; 100]);
     }
 
     #[cfg(feature = "rustls")]

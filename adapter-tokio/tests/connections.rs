@@ -27,9 +27,13 @@ async fn sequential_calls_reuse_one_connection() {
     // Reuse, not one connection per call (which would be 200). On a
     // multi-thread runtime the next call's pool checkout can race the
     // previous connection's return to hyper's pool, and then hyper connects
-    // anew: quiet, 1–2 connections here (bare reqwest: 1, sometimes 2);
-    // under a loaded CI, 3 were seen. The bound keeps room for that race.
-    assert!(lab.connections() <= 4, "{} connections", lab.connections());
+    // anew. That race is hyper-util's, not polite's: 15 rounds of 200
+    // sequential GETs each at load 5 (2026-12-01) opened 1-4 connections
+    // through polite's `send`, 1-4 through `ReqwestTransport` alone, and
+    // 1-6 through bare reqwest (`get(..).send()` and `bytes()`). The bound
+    // keeps room for that race and still fails if connections stop being
+    // reused.
+    assert!(lab.connections() <= 12, "{} connections", lab.connections());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -470,6 +470,10 @@ where
         self.clock.wall()
     }
 
+    fn keep(&mut self, answer: &mut HttpAnswer) {
+        self.transport.keep(&mut answer.0);
+    }
+
     fn send(&mut self, plan: &SendPlan) -> Self::Sending {
         if let Some(meter) = &self.meter {
             meter.sent(plan, || self.clock.now());

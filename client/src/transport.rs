@@ -68,6 +68,26 @@ pub trait Transport {
     fn send_supervised(&self, request: http::Request<Bytes>, abort_at: Instant) -> Self::Sending {
         self.send(request, abort_at)
     }
+
+    /// `answer`, which this transport sent back, stays with polite while
+    /// another attempt starts (a long poll's answer during the next poll, a
+    /// retried answer during the retry), to be handed back when its call or
+    /// item ends. A transport whose answers borrow memory that a later read
+    /// would otherwise reuse (hyper's read buffer, under reqwest) copies
+    /// them out here, so that a kept answer does not make the connection
+    /// allocate another buffer. The answer a call hands back at once never
+    /// comes here. Nothing by default.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use polite_client::{NoTransport, Transport};
+    /// let mut answer = http::Response::new(Bytes::from_static(b"kept"));
+    /// NoTransport.keep(&mut answer);
+    /// assert_eq!(answer.body(), "kept");
+    /// ```
+    fn keep(&self, answer: &mut http::Response<Bytes>) {
+        let _ = answer;
+    }
 }
 
 /// The transport of a client that is only ever called through

@@ -139,6 +139,50 @@ fn wait_falls_back_once_with_one_notice_and_hands_back_the_state() {
     assert!(!sent[1].1.contains("waitSeconds="), "{sent:?}");
 }
 
+/// The transport is asked to keep exactly the answers polite holds while
+/// another attempt goes out (the 503 during the retry, the pending states
+/// during the next poll), never the answer the call ends with.
+#[test]
+fn the_transport_keeps_only_answers_held_across_another_attempt() {
+    let script = Script::of(&[(503, &[], "busy"), (200, &[], "hi")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    assert_eq!(client.send(get("/a")).unwrap().body(), "hi");
+    assert_eq!(script.kept(), [Bytes::from_static(b"busy")]);
+
+    let script = Script::of(&[
+        (200, &[], r#"{"status":"queued"}"#),
+        (200, &[], r#"{"status":"running"}"#),
+        (200, &[], r#"{"status":"done"}"#),
+    ]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let done = client
+        .wait(get("/runs/1"), &mut JsonJob::new("status"))
+        .unwrap();
+    assert_eq!(done.state, "done");
+    assert_eq!(
+        script.kept(),
+        [
+            Bytes::from_static(br#"{"status":"queued"}"#),
+            Bytes::from_static(br#"{"status":"running"}"#)
+        ]
+    );
+
+    let script = Script::of(&[(200, &[], "at once")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    assert_eq!(client.send(get("/a")).unwrap().body(), "at once");
+    assert!(script.kept().is_empty());
+
+    // A batch: both items' 503s are held during their backoff, the second
+    // arriving before any other send: both are kept, once each.
+    let script = Script::of(&[(503, &[], "a"), (503, &[], "b")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let results = client.batch(vec![get("/a"), get("/b")]).unwrap();
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let mut kept = script.kept();
+    kept.sort();
+    assert_eq!(kept, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+}
+
 #[test]
 fn batch_results_come_back_in_input_order() {
     let script = Script::of(&[(404, &[], ""), (200, &[], "")]);

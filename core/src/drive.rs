@@ -223,6 +223,17 @@ pub trait Io {
     fn caller_behind(&self) -> bool {
         false
     }
+    /// `answer` stays kept (to hand back at its item's end) while the call
+    /// goes on: a poll's answer during the next poll, a retried answer
+    /// during the retry, an item's answer while other sends go on. Called
+    /// once per kept answer, as soon as the machine's next action shows the
+    /// call going on (before any other send or wait). An `Io` whose answers
+    /// borrow a buffer a later read would otherwise reuse (a connection's
+    /// read buffer) copies them out here; the answer a call ends with and
+    /// hands back at once is never passed here. Nothing by default.
+    fn keep(&mut self, answer: &mut Self::Answer) {
+        let _ = answer;
+    }
     /// Item `item` ended with `outcome`; `answer` is its last answer. Take
     /// the answer (hand it to your caller now), or give it back to keep it
     /// for [`Finished::answers`] (the default).
@@ -353,6 +364,10 @@ where
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
     let mut answers: Kept<I::Answer> = Kept::default();
+    // The item whose answer was just kept and not yet passed to
+    // `Io::keep`: that happens once the machine's next action is not
+    // `Stop` (so a call's last answer, handed back at once, never is).
+    let mut unkept: Option<u32> = None;
     let mut sends = 0u32;
     let mut closed = false;
     loop {
@@ -375,7 +390,15 @@ where
                     }
                 }
             }
-            match machine.poll_action() {
+            let action = machine.poll_action();
+            // The machine goes on: the answer just kept stays kept.
+            if !matches!(action, Action::Stop(_))
+                && let Some(item) = unkept.take()
+                && let Some(answer) = answers.get_mut(&item)
+            {
+                io.keep(answer);
+            }
+            match action {
                 Action::Send(plan) => {
                     if io.is_cancelled() {
                         machine.handle(io.now(), Event::Cancel);
@@ -493,6 +516,14 @@ where
         }
         hand_out(machine, io, &mut answers, &mut fresh);
         if let Some((item, answer)) = fresh.take() {
+            // Two answers kept with no send between them (a batch): the
+            // older one is passed to `keep` now.
+            if let Some(older) = unkept.replace(item)
+                && older != item
+                && let Some(kept) = answers.get_mut(&older)
+            {
+                io.keep(kept);
+            }
             answers.insert(item, Box::new(answer));
         }
     }

@@ -2,18 +2,22 @@
 //! keys, one `RateThrottle` per key, checked step by step by the
 //! `BatchChecker` with `throttled_per_key` (rate and cool-down per key, no
 //! head-of-line blocking across keys, no starving a free key), whose rules
-//! are its own reading of SPEC, not the machine's code. Then every script
-//! over a small alphabet, exhaustively.
+//! are its own reading of SPEC, not the machine's code. The same for a
+//! streaming keyed batch, fed its items as it asks for them (as the drive
+//! loop does). Then every script over a small alphabet, exhaustively.
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use polite_core::policy::{Jitter, MaxRetries};
+use polite_core::record::AttemptRecord;
 use polite_core::{
-    BatchMachine, BatchPolicy, Method, RateThrottle, RequestId, RequestInfo, RetryPolicy,
-    SplitMix64,
+    Action, BatchMachine, BatchPolicy, Event, Machine, Method, Notice, Outcome, RateThrottle,
+    RequestId, RequestInfo, Response, RetryClass, RetryPolicy, SplitMix64,
 };
 use polite_testing::strategies::{keyed_batch_script, keyed_requests};
-use polite_testing::{BatchChecker, Input, ScriptRunner, Settle, Trace, explore, origin};
+use polite_testing::{
+    BatchChecker, Input, Invariants, ScriptRunner, Settle, Trace, Violation, explore, origin,
+};
 use proptest::prelude::*;
 
 const KEYS: usize = 3;
@@ -95,6 +99,142 @@ fn run(s: &Setup, script: &[Input]) -> Result<Trace, String> {
     runner.finish().map_err(|v| v.to_string())
 }
 
+/// A streaming keyed batch fed `requests` as it asks for them, the way the
+/// drive loop feeds one (before every action: items while it wants them,
+/// then the end of the input), its items' outcomes gathered as they are
+/// handed out. Items never fed (the batch ended first) take the batch's
+/// own outcome, as the clients report them.
+struct Streamed {
+    batch: BatchMachine<SplitMix64, Paces>,
+    requests: Vec<RequestInfo>,
+    fed: usize,
+    outcomes: Vec<Option<Outcome>>,
+    /// [`BatchMachine::STREAM_WINDOW`] × concurrency: the most items it may
+    /// hold at once (fed and not handed out).
+    window: usize,
+}
+
+impl Streamed {
+    fn new(s: &Setup, t0: Instant) -> Streamed {
+        let throttle = || RateThrottle::new(s.limit, s.window).unwrap();
+        let batch = BatchMachine::streaming(
+            s.policy,
+            SplitMix64::new(s.seed),
+            [throttle(), throttle(), throttle()],
+            t0,
+            s.timeout,
+        )
+        .unwrap();
+        Streamed {
+            batch,
+            requests: s.requests.clone(),
+            fed: 0,
+            outcomes: vec![None; s.requests.len()],
+            window: (BatchMachine::<SplitMix64, Paces>::STREAM_WINDOW * s.policy.concurrency)
+                as usize,
+        }
+    }
+
+    fn feed(&mut self) {
+        while self.fed < self.requests.len() && self.batch.wants_items() > 0 {
+            self.batch.push_item(self.requests[self.fed]);
+            self.fed += 1;
+        }
+        if self.fed == self.requests.len() {
+            self.batch.close_items();
+        }
+        let held = self.fed - self.outcomes[..self.fed].iter().flatten().count();
+        assert!(
+            held <= self.window,
+            "{held} items held, window {}",
+            self.window
+        );
+    }
+
+    fn gather(&mut self) {
+        while let Some((item, outcome)) = self.batch.take_ended() {
+            let slot = &mut self.outcomes[item as usize];
+            assert!(slot.is_none(), "item {item} handed out twice");
+            *slot = Some(outcome);
+        }
+    }
+}
+
+impl Machine for Streamed {
+    fn handle(&mut self, now: Instant, event: Event<'_>) {
+        self.batch.handle(now, event);
+        self.gather();
+    }
+    fn poll_action(&mut self) -> Action {
+        let action = loop {
+            self.feed();
+            let action = self.batch.poll_action();
+            self.gather();
+            // As the drive loop: a wait that made room for items (an item
+            // ended while the batch looked for one to start) is not acted
+            // on; the items come in first.
+            if !(matches!(action, Action::SleepUntil(_))
+                && self.fed < self.requests.len()
+                && self.batch.wants_items() > 0)
+            {
+                break action;
+            }
+        };
+        if let Action::Stop(end) = action {
+            for slot in &mut self.outcomes[self.fed..] {
+                slot.get_or_insert(end);
+            }
+        }
+        action
+    }
+    fn take_record(&mut self) -> Option<AttemptRecord> {
+        self.batch.take_record()
+    }
+    fn deadline(&self) -> Option<Instant> {
+        Machine::deadline(&self.batch)
+    }
+    fn take_notice(&mut self) -> Option<Notice> {
+        self.batch.take_notice()
+    }
+    fn class_of(&self, response: &Response<'_>) -> Option<RetryClass> {
+        self.batch.class_of(response)
+    }
+}
+
+impl Invariants<Streamed> for BatchChecker {
+    fn input(&mut self, now: Instant, event: &Event<'_>) {
+        BatchChecker::input(self, now, event);
+    }
+    fn output(&mut self, now: Instant, action: &Action) -> Result<(), Violation> {
+        BatchChecker::output(self, now, action)
+    }
+    fn observe(&mut self, machine: &Streamed) -> Result<(), Violation> {
+        self.outcomes(&machine.outcomes)
+    }
+}
+
+/// `s` with at most a window of items: a streaming batch holds its items
+/// from the oldest not yet ended, at most a window of them, so a key
+/// refused for long (a cool-down, a retry's wait) holds back the items
+/// past the window whatever their keys (the price of bounded memory; the
+/// checker's `head-of-line` rule knows every item from the start).
+fn within_window(s: &Setup) -> Setup {
+    let mut s = s.clone();
+    let window = BatchMachine::<SplitMix64, Paces>::STREAM_WINDOW * s.policy.concurrency;
+    s.requests.truncate(window as usize);
+    s
+}
+
+fn run_streamed(s: &Setup, script: &[Input]) -> Result<Trace, String> {
+    let t0 = origin();
+    let s = &within_window(s);
+    let mut runner = ScriptRunner::new(t0, Streamed::new(s, t0), checker(s, t0))
+        .wall_clock(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .settle(Settle::Answer(200));
+    runner.play(script).map_err(|v| v.to_string())?;
+    runner.finish().map_err(|v| v.to_string())
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: std::env::var("PROPTEST_CASES")
@@ -114,6 +254,14 @@ proptest! {
     #[test]
     fn keyed_batches_keep_every_promise(s in setup(), script in keyed_batch_script(0..60)) {
         let trace = run(&s, &script);
+        prop_assert!(trace.is_ok(), "{}", trace.unwrap_err());
+    }
+
+    /// A streaming keyed batch, fed as it asks, keeps the same promises
+    /// and holds no more items than its window.
+    #[test]
+    fn streaming_keyed_batches_keep_every_promise(s in setup(), script in keyed_batch_script(0..60)) {
+        let trace = run_streamed(&s, &script);
         prop_assert!(trace.is_ok(), "{}", trace.unwrap_err());
     }
 

@@ -48,6 +48,8 @@ struct Scripted {
     /// What `wall_clock` answers, and how many times it was asked.
     wall: SystemTime,
     wall_reads: Cell<u32>,
+    /// The statuses of the answers passed to `keep`, in order.
+    kept: Vec<u16>,
 }
 
 impl Scripted {
@@ -63,6 +65,7 @@ impl Scripted {
             plans: Vec::new(),
             wall: UNIX_EPOCH,
             wall_reads: Cell::new(0),
+            kept: Vec::new(),
         }
     }
     fn cancelled(&self) -> bool {
@@ -111,6 +114,9 @@ impl Io for Scripted {
     fn is_cancelled(&self) -> bool {
         self.cancelled()
     }
+    fn keep(&mut self, answer: &mut Ans) {
+        self.kept.push(answer.status);
+    }
 }
 
 fn machine(t0: Instant) -> RetryMachine<SplitMix64> {
@@ -129,6 +135,46 @@ fn ok(status: u16) -> Result<Ans, TransportErrorKind> {
         status,
         retry_after: None,
     })
+}
+
+/// `keep` sees every answer the loop holds while its item goes on (the
+/// 503 and the 429, during their retries), and never the answer that ends
+/// the item (handed back as it came: a transport copies nothing for it).
+#[test]
+fn only_answers_kept_while_their_item_goes_on_are_passed_to_keep() {
+    let t0 = origin();
+    let mut io = Scripted::new(
+        t0,
+        vec![
+            ok(503),
+            Err(TransportErrorKind::Reset),
+            Ok(Ans {
+                status: 429,
+                retry_after: Some("1"),
+            }),
+            ok(200),
+        ],
+    );
+    let done = polite_testing::block_on(drive::drive(
+        &mut machine(t0),
+        &mut io,
+        &mut NoJobs,
+        &mut (),
+    ));
+    assert_eq!(done.outcome, Outcome::Succeeded { status: 200 });
+    assert_eq!(io.kept, [503, 429]);
+    assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(200));
+
+    // A call whose first answer ends it keeps nothing.
+    let mut io = Scripted::new(t0, vec![ok(404)]);
+    let done = polite_testing::block_on(drive::drive(
+        &mut machine(t0),
+        &mut io,
+        &mut NoJobs,
+        &mut (),
+    ));
+    assert_eq!(io.kept, Vec::<u16>::new());
+    assert_eq!(done.answers[0].as_ref().map(|a| a.status), Some(404));
 }
 
 #[test]

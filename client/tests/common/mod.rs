@@ -86,6 +86,8 @@ pub(crate) type Answer = (u16, Vec<Header>, &'static str);
 pub(crate) struct Script {
     answers: Arc<Mutex<VecDeque<Answer>>>,
     sent: Arc<Mutex<Vec<(Instant, String)>>>,
+    /// The bodies of the answers passed to `keep`, in order.
+    kept: Arc<Mutex<Vec<Bytes>>>,
 }
 
 impl Script {
@@ -99,6 +101,9 @@ impl Script {
     }
     pub(crate) fn sent(&self) -> Vec<(Instant, String)> {
         self.sent.lock().unwrap().clone()
+    }
+    pub(crate) fn kept(&self) -> Vec<Bytes> {
+        self.kept.lock().unwrap().clone()
     }
 }
 
@@ -121,6 +126,9 @@ impl Transport for Script {
             r.headers_mut().insert(k, http::HeaderValue::from_static(v));
         }
         ready(Ok(r))
+    }
+    fn keep(&self, answer: &mut http::Response<Bytes>) {
+        self.kept.lock().unwrap().push(answer.body().clone());
     }
 }
 

@@ -109,7 +109,8 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             return;
         }
         item.done = Some(o);
-        item.started = true;
+        let never_started = !std::mem::replace(&mut item.started, true);
+        self.unstarted -= u32::from(never_started);
         self.ended += 1;
         self.last_ended = Some(i as u32);
         if !self.single {

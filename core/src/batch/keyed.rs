@@ -76,6 +76,18 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// is room to send).
     pub(super) fn waiting_keyed(&self) -> u32 {
         let now = self.now;
+        // Every item never started lies at or after `fresh`: with no key
+        // refused, all of them wait (the count kept, not a walk of the
+        // window on every action).
+        if self.refused.is_empty() {
+            debug_assert_eq!(
+                self.unstarted,
+                (self.fresh.max(self.base)..self.len32())
+                    .filter(|&k| !self.at(k as usize).started)
+                    .count() as u32
+            );
+            return self.unstarted;
+        }
         (self.fresh.max(self.base)..self.len32())
             .filter(|&k| {
                 let it = self.at(k as usize);
@@ -240,6 +252,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         let i = k as usize;
         if !self.at(i).started {
             self.at_mut(i).started = true;
+            self.unstarted -= 1;
             self.reach = self.reach.max(k + 1);
             self.skip_started();
         }

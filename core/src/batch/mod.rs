@@ -261,6 +261,9 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     /// Keyed batches: one past the highest item started (items start out
     /// of order when their keys' paces differ).
     reach: u32,
+    /// Items held and never started (what a streaming keyed batch waits
+    /// to start when no key is refused), kept as items come and start.
+    unstarted: u32,
     cancelled: bool,
     stopped: Option<Outcome>,
     record: Option<AttemptRecord>,
@@ -380,6 +383,7 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
             single,
             refused: Vec::with_capacity(slots),
             reach: 0,
+            unstarted: n,
             cancelled: false,
             stopped: None,
             record: None,
@@ -505,6 +509,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             single: self.single,
             refused: self.refused,
             reach: self.reach,
+            unstarted: self.unstarted,
             cancelled: self.cancelled,
             stopped: self.stopped,
             record: self.record,
@@ -1025,6 +1030,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> Machine for BatchMachine<R, P, B> {
         let k = self.len32();
         let item = Item::new(&self.policy, request, k, self.now, self.deadline);
         self.items.push_back(item);
+        self.unstarted += 1;
     }
     fn close_items(&mut self) {
         self.closed = true;
