@@ -263,7 +263,10 @@ pub struct Response<'a> {
     /// The raw `Date` value, if present.
     pub date: Option<&'a [u8]>,
     /// The wall-clock time when the answer arrived; used only to turn an
-    /// HTTP-date into a delay when `Date` is missing or invalid.
+    /// HTTP-date into a delay when `Date` is missing or invalid, and an
+    /// `X-RateLimit-Reset` epoch time into an instant. The drive loop
+    /// ([`drive::drive`](crate::drive::drive)) reads the clock only for an
+    /// answer with such a header and leaves `UNIX_EPOCH` here otherwise.
     pub wall_clock: SystemTime,
     /// The caller's session generation *now*, if it tracks one.
     pub generation: Option<u64>,
