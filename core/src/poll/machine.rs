@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
+use crate::backoff;
 use crate::decide::{Spent, deadline_after, later};
 use crate::input::{Event, Reply, Response, RetryClass, SendId};
 use crate::machine::Machine;
@@ -245,6 +246,10 @@ pub struct PollMachine<R> {
     /// by `roomy_until` (and representable): until then a pending answer
     /// is planned without a subtraction of instants (issue 22).
     fast_until: Option<Instant>,
+    /// The backoff's base and cap in nanoseconds, when both are under
+    /// `backoff::SMALL_SECS`: the fast path's schedule without converting
+    /// them per draw.
+    backoff_nanos: Option<(u64, u64)>,
     /// `last_send_at + min_long_poll_interval` of a long poll in flight
     /// (when representable): an answer from then on is polled again at once.
     interval_at: Option<Instant>,
@@ -337,6 +342,8 @@ impl<R: Rng> PollMachine<R> {
             room: Self::room(&policy),
             fast_span: Self::fast_span(&policy),
             fast_until: None,
+            backoff_nanos: backoff::small_nanos(policy.backoff.base)
+                .zip(backoff::small_nanos(policy.backoff.cap)),
             interval_at: None,
             left_at_send: Duration::ZERO,
             mode: if policy.long_poll_first {

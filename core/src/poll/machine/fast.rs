@@ -82,11 +82,29 @@ impl<R: Rng> PollMachine<R> {
             PollMode::Backoff => {
                 let b = &self.policy.backoff;
                 let rng = &mut self.rng;
-                let d = backoff::delay(b, self.scheduled, || rng.next_u64());
+                let draw = || rng.next_u64();
+                // The same value as `backoff::delay` (both under 2^64 ns).
+                let (d, capped) = match self.backoff_nanos {
+                    Some((base, cap)) => {
+                        let n = backoff::delay_nanos(
+                            base,
+                            cap,
+                            b.multiplier,
+                            b.jitter,
+                            self.scheduled,
+                            draw,
+                        );
+                        (Duration::from_nanos(n), n <= cap)
+                    }
+                    None => {
+                        let d = backoff::delay(b, self.scheduled, draw);
+                        (d, d <= b.cap)
+                    }
+                };
                 self.scheduled = self.scheduled.saturating_add(1);
                 match later(now, d) {
                     // Within the span and the cap: the shortcut holds.
-                    Some(at) if d <= b.cap => {
+                    Some(at) if capped => {
                         self.plan_at(at, d, DelaySource::Schedule);
                     }
                     // A jitter over the cap (or an instant out of range):
