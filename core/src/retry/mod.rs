@@ -560,7 +560,12 @@ mod fast_path_tests {
     /// never reach it would compare the general path with itself.
     #[test]
     fn fast_path_decides_as_the_general_path() {
-        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(2000));
+        // As `proptest!` sets it up: the failures saved in
+        // proptest-regressions/retry/mod.txt are replayed first.
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            source_file: Some(file!()),
+            ..ProptestConfig::with_cases(2000)
+        });
         let (taken, answers) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
         let strategy = (
             policy(),

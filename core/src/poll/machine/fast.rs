@@ -339,7 +339,12 @@ mod fast_path_tests {
 
     #[test]
     fn fast_path_decides_as_the_general_path() {
-        let mut runner = TestRunner::new(Config::with_cases(2000));
+        // As `proptest!` sets it up: failures are saved (and replayed) in
+        // proptest-regressions/.
+        let mut runner = TestRunner::new(Config {
+            source_file: Some(file!()),
+            ..Config::with_cases(2000)
+        });
         let (taken, answers) = (Cell::new(0usize), Cell::new(0usize));
         let strategy = (
             policy(),
