@@ -50,7 +50,7 @@ pub fn jitter(delay: Duration, jitter: Jitter, x: u64) -> Duration {
 }
 
 /// [`jitter`] over nanoseconds.
-#[inline]
+#[inline(always)]
 fn jitter_nanos(d: u64, jitter: Jitter, x: u64) -> u64 {
     match jitter {
         Jitter::None => d,

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use rand_core::Rng;
 
+use crate::backoff;
 use crate::decide::{Spent, deadline_after, later};
 use crate::input::{Event, Reply, Response, RetryClass, SendId};
 use crate::machine::Machine;
@@ -17,6 +18,7 @@ use crate::request::RequestInfo;
 use super::policy::PollPolicy;
 
 mod answer;
+mod fast;
 
 /// How a [`PollMachine`] polls right now.
 ///
@@ -236,6 +238,21 @@ pub struct PollMachine<R> {
     /// `roomy_until`, else zero. A lower bound that spares the planning of
     /// most polls a subtraction of instants (issue 22).
     left_at_send: Duration,
+    /// How long after a roomy send an answer may come and still be planned
+    /// by [`answer_fast`](Self::answer_fast), per mode (long poll, backoff);
+    /// `None` turns the fast path off (the tests compare both).
+    fast_span: [Option<Duration>; 2],
+    /// `last_send_at + fast_span` of the poll in flight, when it was sent
+    /// by `roomy_until` (and representable): until then a pending answer
+    /// is planned without a subtraction of instants (issue 22).
+    fast_until: Option<Instant>,
+    /// The backoff's base and cap in nanoseconds, when both are under
+    /// `backoff::SMALL_SECS`: the fast path's schedule without converting
+    /// them per draw.
+    backoff_nanos: Option<(u64, u64)>,
+    /// `last_send_at + min_long_poll_interval` of a long poll in flight
+    /// (when representable): an answer from then on is polled again at once.
+    interval_at: Option<Instant>,
     /// The wait parameter of the poll in flight (or the latest), if any.
     long_in_flight: Option<u32>,
     /// The one final poll pulled in ahead of the schedule has been sent.
@@ -323,6 +340,11 @@ impl<R: Rng> PollMachine<R> {
                 .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
             roomy_until: deadline.checked_sub(Self::room(&policy)),
             room: Self::room(&policy),
+            fast_span: Self::fast_span(&policy),
+            fast_until: None,
+            backoff_nanos: backoff::small_nanos(policy.backoff.base)
+                .zip(backoff::small_nanos(policy.backoff.cap)),
+            interval_at: None,
             left_at_send: Duration::ZERO,
             mode: if policy.long_poll_first {
                 PollMode::LongPoll
@@ -367,6 +389,11 @@ impl<R: Rng> PollMachine<R> {
     /// ```
     #[inline]
     pub fn handle(&mut self, now: Instant, event: Event<'_>) {
+        if let Event::Response(ref r) = event
+            && self.answer_fast(now, r)
+        {
+            return;
+        }
         let now = now.max(self.last_now);
         self.last_now = now;
         if let Phase::Done(_) = self.phase {
@@ -431,9 +458,26 @@ impl<R: Rng> PollMachine<R> {
                 if now >= self.deadline {
                     return self.stop(Outcome::TimedOut { needed: None });
                 }
+                let roomy = matches!(self.roomy_until, Some(until) if now <= until);
                 let long_poll = match self.mode {
-                    PollMode::Backoff => None,
+                    PollMode::Backoff => {
+                        self.fast_until = match self.fast_span[1] {
+                            Some(span) if roomy => later(now, span),
+                            _ => None,
+                        };
+                        None
+                    }
                     PollMode::LongPoll => {
+                        self.fast_until = match self.fast_span[0] {
+                            Some(span) if roomy => later(now, span),
+                            _ => None,
+                        };
+                        let interval = self.policy.min_long_poll_interval;
+                        self.interval_at = if interval.is_zero() {
+                            Some(now)
+                        } else {
+                            later(now, interval)
+                        };
                         let max = self.policy.max_long_poll.as_secs();
                         let secs = match self.full_long_poll_until {
                             // `deadline - now >= max` whole seconds.
@@ -452,10 +496,7 @@ impl<R: Rng> PollMachine<R> {
                 };
                 self.sent = self.sent.saturating_add(1);
                 self.last_send_at = now;
-                self.left_at_send = match self.roomy_until {
-                    Some(until) if now <= until => self.room,
-                    _ => Duration::ZERO,
-                };
+                self.left_at_send = if roomy { self.room } else { Duration::ZERO };
                 self.phase = Phase::InFlight(id.attempt);
                 Action::Send(SendPlan {
                     id,
@@ -484,6 +525,23 @@ impl<R: Rng> PollMachine<R> {
             .saturating_add(policy.backoff.cap)
             .saturating_mul(2)
             .saturating_add(Duration::from_secs(10))
+    }
+
+    /// How long after its send an answer may come for
+    /// [`answer_fast`](Self::answer_fast) to plan the next poll, per mode
+    /// (long poll, backoff), when the poll left `room` before the deadline:
+    /// an answer `since_send <= span` after it, with a next poll due in
+    /// `delay` (zero for a long poll, at most the backoff cap in backoff
+    /// mode), has `since_send + delay + max(2 × latency, 10 ms) <=
+    /// 3 × span + 10 ms + delay <= room`: the planning's shortcut holds.
+    fn fast_span(policy: &PollPolicy) -> [Option<Duration>; 2] {
+        let room = Self::room(policy).saturating_sub(Duration::from_millis(10));
+        // Not so long that `send + span` is rarely representable.
+        let most = Duration::from_secs(1 << 32);
+        [
+            Some((room / 3).min(most)),
+            Some((room.saturating_sub(policy.backoff.cap) / 3).min(most)),
+        ]
     }
 
     fn stop(&mut self, outcome: Outcome) -> Action {

@@ -156,7 +156,7 @@ impl TerminalStates {
     /// The stored name equal to `state`, if it is terminal: the slots
     /// whose key matches, as a bit mask (a loop without exits, which the
     /// compiler turns into a few vector compares), then their bytes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, state: &str) -> Option<StateName> {
         let bytes = state.as_bytes();
         if bytes.is_empty() || bytes.len() > StateName::CAPACITY {

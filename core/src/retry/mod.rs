@@ -336,8 +336,8 @@ mod fast_path_tests {
 
     fn step() -> impl Strategy<Value = (i64, Step)> {
         let answer = (
-            0..STATUSES.len(),
-            0..RETRY_AFTER.len(),
+            prop_oneof![2 => prop::sample::select(vec![3usize, 9, 12]), 1 => 0..STATUSES.len()],
+            prop_oneof![3 => Just(0usize), 2 => 0..RETRY_AFTER.len()],
             proptest::option::weighted(0.1, 0u8..3),
             proptest::option::weighted(0.1, 0u64..2),
             proptest::bool::weighted(0.1),
@@ -389,9 +389,9 @@ mod fast_path_tests {
         (
             (backoff(), proptest::option::weighted(0.3, backoff())),
             (0u32..4, 0u32..5, 0u32..3),
-            proptest::option::weighted(0.2, 0u32..4),
-            any::<bool>(),
-            proptest::option::weighted(0.2, 0u64..3000),
+            proptest::option::weighted(0.1, 0u32..4),
+            proptest::bool::weighted(0.1),
+            proptest::option::weighted(0.1, 0u64..3000),
             (
                 1u64..4,
                 prop_oneof![Just(2u64), Just(60), Just(61)],
@@ -440,26 +440,31 @@ mod fast_path_tests {
     }
 
     fn request() -> impl Strategy<Value = RequestInfo> {
-        (any::<bool>(), proptest::option::weighted(0.2, 0u64..2)).prop_map(|(get, generation)| {
-            let mut r =
-                RequestInfo::new(RequestId(3), if get { Method::Get } else { Method::Post });
-            r.generation = generation;
-            r
-        })
+        (
+            proptest::bool::weighted(0.9),
+            proptest::option::weighted(0.1, 0u64..2),
+        )
+            .prop_map(|(get, generation)| {
+                let mut r =
+                    RequestInfo::new(RequestId(3), if get { Method::Get } else { Method::Post });
+                r.generation = generation;
+                r
+            })
     }
 
     /// Runs `steps` through `fast` and `general` (its fast path off),
-    /// comparing everything they say; how many answers the fast path took.
+    /// comparing everything they say; how many answers the fast path took,
+    /// of how many answers came while a send was in flight.
     fn compare<B: RetryBudget + Clone + PartialEq + std::fmt::Debug>(
         mut fast: RetryMachine<SplitMix64, B>,
         t0: Instant,
         steps: &[(i64, Step)],
-    ) -> Result<usize, TestCaseError> {
+    ) -> Result<(usize, usize), TestCaseError> {
         let mut general = fast.clone();
         general.fast = general.fast.off();
         let mut now = t0;
         let mut last = SendId::default();
-        let mut taken = 0;
+        let (mut taken, mut answers) = (0, 0);
         for (i, &(dt, step)) in steps.iter().enumerate() {
             // Time mostly moves on; a negative step goes back (clamped).
             now = if dt >= 0 {
@@ -513,7 +518,10 @@ mod fast_path_tests {
                     Event::Response(r)
                 }
             };
-            if let Event::Response(r) = event {
+            if let Event::Response(r) = event
+                && fast.in_flight()
+            {
+                answers += 1;
                 let mut probe = fast.clone();
                 if probe
                     .state
@@ -545,30 +553,66 @@ mod fast_path_tests {
                 i
             );
         }
-        Ok(taken)
+        Ok((taken, answers))
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-
-        #[test]
-        fn fast_path_decides_as_the_general_path(
-            policy in policy(),
-            request in request(),
-            timeout_ms in 0u64..30_000,
-            seed in any::<u64>(),
-            bucket in proptest::option::weighted(0.3, 0u32..40),
-            steps in proptest::collection::vec(step(), 1..24),
-        ) {
-            prop_assume!(policy.validate().is_ok());
-            let t0 = origin();
-            let m = RetryMachine::new(policy, request, SplitMix64::new(seed), t0,
-                Duration::from_millis(timeout_ms)).unwrap();
-            match bucket {
-                None => compare(m, t0, &steps)?,
-                Some(n) => compare(m.with_budget(RetryBucket::new(n, RetryCosts::default())), t0, &steps)?,
-            };
-        }
+    /// Also counts the answers the fast path took: a test whose scripts
+    /// never reach it would compare the general path with itself.
+    #[test]
+    fn fast_path_decides_as_the_general_path() {
+        // As `proptest!` sets it up: the failures saved in
+        // proptest-regressions/retry/mod.txt are replayed first.
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            source_file: Some(file!()),
+            ..ProptestConfig::with_cases(2000)
+        });
+        let (taken, answers) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
+        let strategy = (
+            policy(),
+            request(),
+            0u64..30_000,
+            any::<u64>(),
+            proptest::option::weighted(0.3, 0u32..40),
+            proptest::collection::vec(step(), 1..24),
+        );
+        runner
+            .run(
+                &strategy,
+                |(policy, request, timeout_ms, seed, bucket, steps)| {
+                    prop_assume!(policy.validate().is_ok());
+                    let t0 = origin();
+                    let m = RetryMachine::new(
+                        policy,
+                        request,
+                        SplitMix64::new(seed),
+                        t0,
+                        Duration::from_millis(timeout_ms),
+                    )
+                    .unwrap();
+                    let (t, a) = match bucket {
+                        None => compare(m, t0, &steps)?,
+                        Some(n) => compare(
+                            m.with_budget(RetryBucket::new(n, RetryCosts::default())),
+                            t0,
+                            &steps,
+                        )?,
+                    };
+                    taken.set(taken.get() + t);
+                    answers.set(answers.get() + a);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        let (taken, answers) = (taken.get(), answers.get());
+        // Most answers go to policies or requests the fast path leaves
+        // alone, or are ones it leaves (about 210 of 1,130 taken when
+        // written; 18 of about 1,100 before the generators were weighted
+        // towards plain policies): far fewer would leave it barely tested.
+        assert!(answers > 500, "{taken} of {answers} answers");
+        assert!(
+            taken * 8 > answers,
+            "fast path took {taken} of {answers} answers"
+        );
     }
 
     /// The fast path takes the common answers and leaves the rest, at the

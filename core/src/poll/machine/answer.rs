@@ -208,7 +208,7 @@ impl<R: Rng> PollMachine<R> {
     /// the one final poll is pulled in to the last useful instant, or the
     /// wait ends `TimedOut`. `Some` ends the wait.
     #[inline(always)]
-    fn plan_next(
+    pub(super) fn plan_next(
         &mut self,
         now: Instant,
         since_send: Duration,
@@ -286,7 +286,7 @@ impl<R: Rng> PollMachine<R> {
 
     /// The next poll goes at `send_at`, `wait` from now.
     #[inline(always)]
-    fn plan_at(
+    pub(super) fn plan_at(
         &mut self,
         send_at: Instant,
         wait: Duration,
