@@ -356,7 +356,7 @@ mod fast_path_tests {
         let kind = prop_oneof![
             6 => answer,
             3 => Just(Step::Tick),
-            1 => (0u8..9).prop_map(Step::Transport),
+            1 => (0..TransportErrorKind::ALL.len() as u8).prop_map(Step::Transport),
             1 => Just(Step::Cancel),
         ];
         (-50i64..8_000, kind)
@@ -476,20 +476,9 @@ mod fast_path_tests {
             let event = match step {
                 Step::Tick => Event::Tick,
                 Step::Cancel => Event::Cancel,
-                Step::Transport(k) => Event::TransportError(
-                    last,
-                    [
-                        TransportErrorKind::Refused,
-                        TransportErrorKind::Reset,
-                        TransportErrorKind::Dns,
-                        TransportErrorKind::Timeout,
-                        TransportErrorKind::Aborted,
-                        TransportErrorKind::Tls,
-                        TransportErrorKind::Other,
-                        TransportErrorKind::BodyTooLarge,
-                        TransportErrorKind::TooManyRedirects,
-                    ][usize::from(k)],
-                ),
+                Step::Transport(k) => {
+                    Event::TransportError(last, TransportErrorKind::ALL[usize::from(k)])
+                }
                 Step::Answer {
                     status,
                     retry_after,
