@@ -46,6 +46,30 @@ pub fn deadline_after(now: Instant, timeout: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// The delay to wait and where it came from, given the backoff's `delay`
+/// (from `source`) and the server's delay `d` raised to the policy's
+/// minimum `min`: the longer of the two (the server's value:
+/// `RetryAfter`; the minimum: `Clamp`). `d` is within the automatic-wait
+/// cap (checked before), and the cap is at most the clamp's maximum, so
+/// clamping can only raise it. The one rule for the general decision
+/// ([`judge_with`]) and `RetryMachine`'s fast path.
+#[inline(always)]
+pub(crate) fn over_backoff(
+    d: Duration,
+    min: Duration,
+    delay: Duration,
+    source: DelaySource,
+) -> (Duration, DelaySource) {
+    let clamped = d.max(min);
+    if clamped <= delay {
+        (delay, source)
+    } else if clamped > d {
+        (clamped, DelaySource::Clamp)
+    } else {
+        (clamped, DelaySource::RetryAfter)
+    }
+}
+
 /// The server's instant `now + delay`, saturating: a delay too large to
 /// represent (a saturated `Retry-After: 99999999999999999999`) is a century
 /// away, still an instant, so that `RateLimited { retry_at }` says "not for
@@ -269,17 +293,7 @@ pub(crate) fn judge_with<R: Rng + ?Sized, B: RetryBudget + ?Sized>(
         }
     }
     if let Some(d) = raw {
-        // Within the cap (checked above), and the cap is at most the clamp's
-        // maximum, so clamping can only raise the value.
-        let clamped = d.max(policy.retry_after.min);
-        if clamped > delay {
-            delay = clamped;
-            source = if clamped > d {
-                DelaySource::Clamp
-            } else {
-                DelaySource::RetryAfter
-            };
-        }
+        (delay, source) = over_backoff(d, policy.retry_after.min, delay, source);
     }
     let Some(send_at) = later(now, delay).filter(|t| *t < deadline) else {
         return stop(

@@ -8,7 +8,7 @@ use rand_core::Rng;
 
 use crate::backoff;
 use crate::budget::RetryBudget;
-use crate::decide::{Spent, Verdict, classified, judge_with, later};
+use crate::decide::{Spent, Verdict, classified, judge_with, later, over_backoff};
 use crate::input::{Event, Reply, Response, RetryClass, SendId};
 use crate::outcome::Outcome;
 use crate::output::{Action, SendPlan};
@@ -334,15 +334,7 @@ impl RetryState {
         let mut note = RetryAfterNote::Absent;
         if let Some(d) = server {
             note = RetryAfterNote::Valid(d);
-            let clamped = d.max(fast.min);
-            if clamped > delay {
-                delay = clamped;
-                source = if clamped > d {
-                    DelaySource::Clamp
-                } else {
-                    DelaySource::RetryAfter
-                };
-            }
+            (delay, source) = over_backoff(d, fast.min, delay, source);
         }
         let record = self.record.insert(AttemptRecord {
             request: self.request.id,
