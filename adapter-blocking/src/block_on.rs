@@ -15,18 +15,26 @@
 //! to one process-wide timer thread that wakes the waker at the instant, so
 //! the clock and the transport work under any executor.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 /// What the current `block_on` poll collects: its waker, and the earliest
-/// instant a timer asked to be woken at.
+/// instant a timer asked to be woken at; and what it tells an attempt that
+/// may run on this thread (see [`inline_bound`]).
 struct Slot {
     waker: Waker,
     wake_at: Option<Instant>,
+    /// This `block_on` runs a sequential call ([`block_on_sequential`]).
+    #[cfg_attr(not(feature = "ureq"), allow(dead_code))]
+    sequential: bool,
+    /// The earliest instant the previous poll of this `block_on` asked to
+    /// be woken at.
+    #[cfg_attr(not(feature = "ureq"), allow(dead_code))]
+    before: Option<Instant>,
 }
 
 thread_local! {
@@ -81,18 +89,44 @@ impl Drop for Restore {
 /// assert!(Instant::now() >= until);
 /// assert_eq!(block_on(async { 40 + 2 }), 42);
 /// ```
+#[inline(always)]
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    run(pin!(future), false)
+}
+
+/// [`block_on`] for a call that cannot be cancelled and keeps at most one
+/// attempt in flight at a time
+/// ([`Runtime::call_sequential`](polite_client::Runtime::call_sequential)):
+/// an attempt of the [default `UreqTransport`](crate::UreqTransport) may
+/// then run on this thread (see [`inline_bound`]).
+///
+/// Inlined, with `run` taking the future pinned where the caller made it: a
+/// call's future (1–2 KiB) is then not copied on its way in (a `memcpy`
+/// per move, about 1 k instructions per `send` measured, BENCHMARKS.md
+/// 8.13).
+#[inline(always)]
+pub(crate) fn block_on_sequential<F: Future>(future: F) -> F::Output {
+    run(pin!(future), true)
+}
+
+fn run<F: Future>(mut future: Pin<&mut F>, sequential: bool) -> F::Output {
+    // A sequential call counts its own attempts waiting to run here (a
+    // nested one starts from zero and gives the count back after).
+    let _count = sequential.then(|| Count(INLINE.replace(0), CROWDED.replace(false)));
     let waker = WAKER.with(Waker::clone);
     let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
+    let mut before = None;
     loop {
         let mine = Slot {
             waker: waker.clone(),
             wake_at: None,
+            sequential,
+            before,
         };
         let restore = Restore(SLOT.with(|s| s.borrow_mut().replace(mine)));
         let polled = future.as_mut().poll(&mut cx);
         let wanted = SLOT.with(|s| s.borrow_mut().take()).and_then(|s| s.wake_at);
+        before = wanted;
         let nested = restore.0.is_some();
         drop(restore);
         if let Poll::Ready(out) = polled {
@@ -113,6 +147,86 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
             None => std::thread::park(),
         }
     }
+}
+
+thread_local! {
+    /// Attempts of the innermost sequential call on this thread that may
+    /// still run on it ([`InlineTicket`]s alive).
+    static INLINE: Cell<usize> = const { Cell::new(0) };
+    /// The innermost sequential call on this thread has had two such
+    /// attempts at once: its attempts stay on workers from then on.
+    static CROWDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives the enclosing sequential call its count back.
+struct Count(usize, bool);
+
+impl Drop for Count {
+    fn drop(&mut self) {
+        INLINE.with(|c| c.set(self.0));
+        CROWDED.with(|c| c.set(self.1));
+    }
+}
+
+/// An attempt of a sequential call that may run on this thread, counted
+/// from its send until it is dropped: it runs here only when it is the
+/// call's only such attempt and the call never had two at once
+/// ([`alone`](InlineTicket::alone)), so a transport that keeps several
+/// attempts of the default `UreqTransport` in flight at once (sent before
+/// either is polled to its end) gets workers for them instead of running
+/// them one after another.
+#[cfg(feature = "ureq")]
+#[derive(Debug)]
+pub(crate) struct InlineTicket(());
+
+#[cfg(feature = "ureq")]
+impl InlineTicket {
+    pub(crate) fn new() -> InlineTicket {
+        INLINE.with(|c| c.set(c.get() + 1));
+        InlineTicket(())
+    }
+
+    /// No other attempt of this call is waiting to run on this thread,
+    /// and none ever waited together with another (that marks the call).
+    pub(crate) fn alone(&self) -> bool {
+        let alone = INLINE.with(Cell::get) == 1 && !CROWDED.with(Cell::get);
+        if !alone {
+            CROWDED.with(|c| c.set(true));
+        }
+        alone
+    }
+}
+
+#[cfg(feature = "ureq")]
+impl Drop for InlineTicket {
+    fn drop(&mut self) {
+        INLINE.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// Whether this thread is inside the poll of a sequential call's
+/// [`block_on_sequential`] (not a `block_on` nested in it).
+#[cfg(feature = "ureq")]
+pub(crate) fn sequential() -> bool {
+    SLOT.with(|s| s.borrow().as_ref().is_some_and(|slot| slot.sequential))
+}
+
+/// For an attempt polled with `cx` inside a sequential call's
+/// [`block_on_sequential`] (its own waker, not a `block_on` nested in it):
+/// `Some` of the earliest instant the rest of the call asked to be woken
+/// at in the previous poll (`Some(None)`: nothing), until which the
+/// attempt may hold the thread. `None` anywhere else.
+///
+/// A sequential call keeps one attempt in flight and nothing else but its
+/// timer, so the attempt, polled once without blocking (it wakes its task
+/// and returns `Pending`), lets the rest of the call arm its timer: the
+/// machines' deadline while an attempt is in flight.
+#[cfg(feature = "ureq")]
+pub(crate) fn inline_bound(cx: &Context<'_>) -> Option<Option<Instant>> {
+    SLOT.with(|s| match s.borrow().as_ref() {
+        Some(slot) if slot.sequential && slot.waker.will_wake(cx.waker()) => Some(slot.before),
+        _ => None,
+    })
 }
 
 /// Arranges for `cx`'s task to be woken at `at`: through the enclosing

@@ -21,7 +21,13 @@
 //!   polls in small steps.
 //! * **Attempts** run on a worker thread each (ureq blocks), which wakes the
 //!   calling thread when the answer is in. A `send` or `wait` has one in
-//!   flight, a `batch` up to `concurrency`.
+//!   flight, a `batch` up to `concurrency`. A `send` or `wait` without a
+//!   token over the default [`UreqTransport`] to an IP address runs its
+//!   attempts on the calling thread instead (on Unix), bounded end to end
+//!   by the call's deadline (no hand-off: two context switches fewer per
+//!   request). The default agent's connections wait on their sockets with
+//!   `poll(2)`, so that bound holds to the millisecond, where a socket
+//!   timeout fires up to 32 ms late.
 //! * **A cancel** ([`CancelToken::cancel`], from any thread, or Ctrl-C with
 //!   [`cancel_on_ctrl_c`]) wakes the calling thread at once: the call returns
 //!   `Cancelled` within milliseconds, whether it was sleeping or had an
@@ -132,6 +138,10 @@
 
 mod block_on;
 mod clock;
+#[cfg(all(feature = "ureq", unix))]
+mod poll_tcp;
+#[cfg(feature = "ureq")]
+mod resolver;
 mod runtime;
 #[cfg(feature = "ureq")]
 mod ureq_transport;

@@ -40,8 +40,16 @@ impl Runtime for Threads {
     fn cancel(token: &CancelToken) {
         token.cancel();
     }
+    #[inline(always)]
     fn call<F: Future>(call: F) -> F::Output {
         block_on(call)
+    }
+    /// `send` and `wait` without a token: an attempt of the default
+    /// [`UreqTransport`](crate::UreqTransport) to an IP address runs on the
+    /// calling thread (see there).
+    #[inline(always)]
+    fn call_sequential<F: Future>(call: F) -> F::Output {
+        crate::block_on::block_on_sequential(call)
     }
     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> {
         ready(output)

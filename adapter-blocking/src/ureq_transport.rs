@@ -13,36 +13,72 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use polite_client::{Transport, TransportError};
 use polite_core::TransportErrorKind;
+use ureq::config::ConfigBuilder;
+use ureq::typestate::HttpCrateScope;
 
-use crate::block_on::wake_at;
+use crate::block_on::{InlineTicket, wake_at};
+use crate::resolver::{LiteralResolver, ip_literal};
 use polite_client::recycle::Recycler;
 
 /// What one attempt produces.
 type Outcome = Result<http::Response<Bytes>, TransportError>;
 
-/// Sends attempts with a `ureq::Agent`, each on a worker thread of its own.
+/// Sends attempts with a `ureq::Agent`: on a worker thread, or on the
+/// calling thread when nothing else could need it meanwhile.
 ///
-/// ureq blocks, so each attempt runs on a worker thread that completes the
-/// attempt's future (a one-shot slot and a waker) when it is done. That is
-/// what lets a cancel return at once while a request is in flight, and lets
-/// a batch have up to `concurrency` attempts in flight. Worker threads are
-/// reused: a worker that has delivered its answer waits up to
-/// [`WORKER_IDLE`](Self::WORKER_IDLE) for the next attempt of this transport
-/// (or a clone of it) before it exits, so a run of calls does not pay for a
-/// new thread per attempt.
+/// ureq blocks, so an attempt that must not hold the caller runs on a
+/// worker thread that completes the attempt's future (a one-shot slot and
+/// a waker) when it is done. That is what lets a cancel return at once
+/// while a request is in flight, and lets a batch have up to `concurrency`
+/// attempts in flight. Worker threads are reused: a worker that has
+/// delivered its answer waits up to [`WORKER_IDLE`](Self::WORKER_IDLE) for
+/// the next attempt of this transport (or a clone of it) before it exits,
+/// so a run of calls does not pay for a new thread per attempt.
 ///
-/// * **Timeouts.** The future resolves `Aborted` by itself at `abort_at`,
-///   whatever the worker is doing, so a hanging server can never hold the
-///   caller past the call's deadline plus the transport cushion. On the
-///   worker, each phase of the exchange (connect, sending the request, the
-///   answer's head, its body) gets ureq's phase timeout set to the whole
-///   time left, `abort_at - now`, so each phase's timeout fires at or after
-///   `abort_at`. Not ureq's end-to-end `timeout_global`: with it, ureq
+/// **On the calling thread** instead (no hand-off, no wake-up: two
+/// context switches fewer per request, see BENCHMARKS.md 8.4) runs an attempt
+/// of a call that nobody can cancel and that keeps one attempt in flight —
+/// [`send`](polite_client::Client::send) and
+/// [`wait`](polite_client::Client::wait), not their `*_cancellable` forms,
+/// not a batch ([`Runtime::call_sequential`](polite_client::Runtime::call_sequential))
+/// — when this is the [`Default`] transport (its agent is
+/// [`default_agent`](Self::default_agent)'s, whose resolver answers an IP
+/// address without a lookup) and the URL's host is an IP address (`http`
+/// or `https`, no proxy configured). A host name keeps the worker: ureq
+/// resolves it under a timeout on a thread it spawns per request. A
+/// transport over an agent of your own ([`new`](Self::new)) always uses
+/// workers. [`worker_attempts`](Self::worker_attempts) counts the attempts
+/// handed to workers. A transport of your own that wraps the default
+/// `UreqTransport` and sends several of its attempts at once gets workers
+/// for them: a sequential call that ever has two attempts waiting to run
+/// on its thread keeps all its attempts on workers. (One that starts a
+/// second attempt only once the first is running, a hedge after a delay,
+/// would wait for the first to end: wrap
+/// `UreqTransport::new(UreqTransport::default_agent())` for that.)
+/// Attempts run on the calling thread on Unix only: the default agent's
+/// TCP connections wait on their sockets with `poll(2)`, whose timer ends
+/// a wait on time, where a socket timeout (ureq's own connections) fires
+/// on the kernel's coarse timer, up to 32 ms late (BENCHMARKS.md 8.4 and
+/// 8.13); elsewhere every attempt runs on a worker.
+///
+/// * **Timeouts.** On a worker, the future resolves `Aborted` by itself at
+///   `abort_at`, whatever the worker is doing, so a hanging server can
+///   never hold the caller past the call's deadline plus the transport
+///   cushion. The worker sets each phase of the exchange (connect, sending
+///   the request, the answer's head, its body) ureq's phase timeout of the
+///   whole time left, `abort_at - now`, so each phase's timeout fires at or
+///   after `abort_at`. Not ureq's end-to-end `timeout_global`: with it, ureq
 ///   resolves the host name on a thread of its own, spawned for every
 ///   request, even one sent on a pooled connection (a thread spawn per
 ///   attempt cost a batch of 10 KiB answers 4× the time of plain ureq); the
 ///   name is resolved on the worker instead, which is already off the
-///   caller's thread.
+///   caller's thread. On the calling thread, ureq's `timeout_global` bounds
+///   the whole exchange, body included, by the call's deadline (the instant
+///   the call's timer is armed for while an attempt is in flight; an answer
+///   after it would be discarded), never later than `abort_at`: a hanging
+///   server or a stalled body ends the call at its deadline (within a
+///   millisecond: every wait on the socket is a `poll` bounded by the time
+///   left).
 /// * **Bodies** are read whole, up to [`body_limit`](Self::body_limit)
 ///   bytes after decoding (default 16 MiB): a larger body (or a
 ///   `Content-Length` above the limit) ends the attempt at once with a
@@ -73,8 +109,8 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// ## Threads, and what a cancel does to a request in flight
 ///
 /// Workers running an attempt at once are at most the attempts the machines
-/// keep in flight (1 for `send` and `wait`, `concurrency` for `batch`: never
-/// one per item) plus attempts abandoned by a cancel, each only until its own
+/// keep in flight (1 for `send` and `wait` on a worker, `concurrency` for
+/// `batch`: never one per item) plus attempts abandoned by a cancel, each only until its own
 /// `abort_at`; besides them, idle workers wait for reuse, each for at most
 /// [`WORKER_IDLE`](Self::WORKER_IDLE) after its last attempt. ureq cannot
 /// abort a read from another thread, so when a call is cancelled (or ends)
@@ -108,11 +144,22 @@ pub struct UreqTransport {
     max_body: usize,
     live: Arc<AtomicUsize>,
     pool: Arc<Pool>,
+    /// Counted attempts handed to a worker thread.
+    handed: Arc<AtomicU64>,
+    /// The agent is [`default_agent`](Self::default_agent)'s: attempts of
+    /// sequential calls to an IP address may run on the calling thread.
+    inline: bool,
 }
 
 impl Default for UreqTransport {
+    /// A transport over [`default_agent`](UreqTransport::default_agent),
+    /// whose sequential calls to IP addresses run their attempts on the
+    /// calling thread (see above).
     fn default() -> Self {
-        UreqTransport::new(UreqTransport::default_agent())
+        UreqTransport {
+            inline: cfg!(unix),
+            ..UreqTransport::new(UreqTransport::default_agent())
+        }
     }
 }
 
@@ -127,7 +174,10 @@ impl UreqTransport {
 
     /// Wraps a `ureq::Agent` (configure TLS, proxies, the connection pool
     /// there). The agent's status-as-error setting is overridden per request
-    /// and its global timeout replaced by each attempt's `abort_at`.
+    /// and its timeouts replaced by each attempt's `abort_at`. Every attempt
+    /// runs on a worker thread (an agent's resolver and connector are its
+    /// own: only the [`Default`] transport runs attempts on the calling
+    /// thread).
     ///
     /// ```
     /// let agent = ureq::Agent::new_with_defaults();
@@ -141,6 +191,8 @@ impl UreqTransport {
             max_body: polite_client::DEFAULT_MAX_BODY,
             live: Arc::default(),
             pool: Arc::default(),
+            handed: Arc::default(),
+            inline: false,
         }
     }
 
@@ -155,6 +207,11 @@ impl UreqTransport {
     /// above 32 in flight against one host, or an agent of your own,
     /// needs `max_idle_connections_per_host` at least its concurrency.
     ///
+    /// Its resolver answers an IP address itself, with no lookup and no
+    /// thread, and hands a host name to ureq's `DefaultResolver`: ureq with
+    /// an end-to-end timeout (`timeout_global`) otherwise spawns a thread
+    /// per request to resolve even `127.0.0.1`.
+    ///
     /// ```
     /// let agent = polite_blocking::UreqTransport::default_agent();
     /// assert!(!agent.config().http_status_as_error());
@@ -162,12 +219,12 @@ impl UreqTransport {
     /// ```
     #[must_use]
     pub fn default_agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .max_idle_connections_per_host(Self::IDLE_PER_HOST)
             .max_idle_connections(4 * Self::IDLE_PER_HOST)
             .http_status_as_error(false)
-            .build()
-            .new_agent()
+            .build();
+        ureq::Agent::with_parts(config, connector(), LiteralResolver::default())
     }
 
     /// Sets the largest body read; a larger one fails the attempt with a
@@ -205,6 +262,28 @@ impl UreqTransport {
         self.live.load(Ordering::SeqCst)
     }
 
+    /// How many attempts this transport (and its clones) has handed to a
+    /// worker thread so far; an attempt run on the calling thread (see
+    /// above) does not count.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use polite_blocking::{CancelToken, Client, Config, UreqTransport};
+    ///
+    /// let lab = polite_lab::Lab::start(polite_lab::LabConfig::default()).unwrap();
+    /// let client = Client::with_transport(UreqTransport::default(), Config::default())?;
+    /// let get = || http::Request::get(lab.url("/items/1")).body(Bytes::new()).unwrap();
+    /// client.send(get())?; // 127.0.0.1, no token: on this thread
+    /// assert_eq!(client.transport().worker_attempts(), 0);
+    /// client.send_cancellable(get(), &CancelToken::new())?; // a token: on a worker
+    /// assert_eq!(client.transport().worker_attempts(), 1);
+    /// # Ok::<(), polite_blocking::Error>(())
+    /// ```
+    #[must_use]
+    pub fn worker_attempts(&self) -> u64 {
+        self.handed.load(Ordering::SeqCst)
+    }
+
     /// The agent.
     ///
     /// ```
@@ -215,6 +294,23 @@ impl UreqTransport {
     pub fn agent(&self) -> &ureq::Agent {
         &self.agent
     }
+}
+
+/// The default agent's connectors: ureq's `DefaultConnector` (a `CONNECT`
+/// proxy, TCP, rustls) with TCP connections whose waits end on time
+/// ([`PollTcpConnector`](crate::poll_tcp::PollTcpConnector)).
+#[cfg(unix)]
+fn connector() -> impl ureq::unversioned::transport::Connector {
+    use ureq::unversioned::transport::{ConnectProxyConnector, Connector, RustlsConnector};
+    ().chain(ConnectProxyConnector::default())
+        .chain(crate::poll_tcp::PollTcpConnector)
+        .chain(RustlsConnector::default())
+}
+
+/// The default agent's connectors: ureq's own.
+#[cfg(not(unix))]
+fn connector() -> ureq::unversioned::transport::DefaultConnector {
+    ureq::unversioned::transport::DefaultConnector::default()
 }
 
 /// The slot a worker fills and the waker it wakes.
@@ -228,10 +324,14 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One attempt in flight on a worker thread. Resolves with the worker's
-/// result, or `Aborted` at `abort_at` if the worker has not answered by
-/// then. Dropping it abandons the attempt: the worker runs on until its own
-/// timeout (at `abort_at`) and its result is thrown away.
+/// One attempt of a [`UreqTransport`]: on a worker thread, or, for a
+/// sequential call to an IP address over the default agent, on the calling
+/// thread at its second poll (see [`UreqTransport`]).
+///
+/// On a worker, it resolves with the worker's result, or `Aborted` at
+/// `abort_at` if the worker has not answered by then; dropping it abandons
+/// the attempt: the worker runs on until its own timeout (at `abort_at`)
+/// and its result is thrown away.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -244,22 +344,94 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
 /// let sending = t.send(req, Instant::now() + Duration::from_secs(5)); // a worker starts
 /// let resp = block_on(sending).unwrap();
 /// assert_eq!(resp.status(), 200);
+/// assert_eq!(t.worker_attempts(), 1);
 /// ```
 #[derive(Debug)]
 pub struct UreqSending {
-    slot: Arc<Mutex<Slot>>,
+    state: State,
     abort_at: Instant,
+}
+
+// The inline request is kept in place: the drive loop boxes each attempt's
+// future once already; boxing the request would allocate once more.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum State {
+    /// On a worker: the slot it fills.
+    Worker(Arc<Mutex<Slot>>),
+    /// To run on the calling thread; `primed` once polled (the first poll
+    /// only lets the rest of the call arm its timer).
+    Inline {
+        transport: UreqTransport,
+        request: Option<http::Request<Bytes>>,
+        primed: bool,
+        ticket: InlineTicket,
+    },
 }
 
 impl Future for UreqSending {
     type Output = Outcome;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let mut slot = lock(&self.slot);
+        let this = self.get_mut();
+        let abort_at = this.abort_at;
+        let slot = match &mut this.state {
+            State::Worker(slot) => slot,
+            State::Inline {
+                transport,
+                request,
+                primed,
+                ticket,
+            } => {
+                let Some(req) = request.take() else {
+                    // Polled again after it resolved.
+                    return Poll::Ready(Err(TransportErrorKind::Other.into()));
+                };
+                let before = crate::block_on::inline_bound(cx);
+                let Some(before) = before.filter(|_| ticket.alone()) else {
+                    // Polled outside its sequential call (moved, or under
+                    // another executor), or another attempt of the call
+                    // waits to run too: a worker runs it after all.
+                    let slot = transport.start(req, abort_at);
+                    this.state = State::Worker(slot);
+                    return Pin::new(this).poll(cx);
+                };
+                if !*primed {
+                    // Back at once: the rest of the call arms its timer
+                    // (the deadline) in this poll, so the next poll of
+                    // `block_on` knows until when this may hold the thread.
+                    *primed = true;
+                    *request = Some(req);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                // Until abort_at, or until the rest of the call wants the
+                // thread back: the deadline, since "while a send is in
+                // flight the machine answers SleepUntil(deadline)" (the
+                // rules in polite-core's crate docs), and an answer after
+                // it is discarded anyway (TimedOut).
+                let until = before.map_or(abort_at, |t| t.min(abort_at));
+                if until < abort_at && until <= Instant::now() {
+                    // The call's timer is due: let it act first.
+                    *request = Some(req);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                let bound = Bound::Global(until);
+                return Poll::Ready(attempt(
+                    &transport.agent,
+                    &transport.pool.recycler,
+                    req,
+                    bound,
+                    transport.max_body,
+                ));
+            }
+        };
+        let mut slot = lock(slot);
         if let Some(result) = slot.result.take() {
             return Poll::Ready(result);
         }
-        if Instant::now() >= self.abort_at {
+        if Instant::now() >= abort_at {
             return Poll::Ready(Err(TransportErrorKind::Aborted.into()));
         }
         match &mut slot.waker {
@@ -267,7 +439,7 @@ impl Future for UreqSending {
             other => *other = Some(cx.waker().clone()),
         }
         drop(slot);
-        wake_at(self.abort_at, cx);
+        wake_at(abort_at, cx);
         Poll::Pending
     }
 }
@@ -294,19 +466,49 @@ impl Transport for UreqTransport {
     type Sending = UreqSending;
 
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> UreqSending {
-        let slot = Arc::new(Mutex::new(Slot::default()));
-        let sending = UreqSending {
-            slot: Arc::clone(&slot),
-            abort_at,
+        let state = if self.inline && crate::block_on::sequential() && self.thread_free(&request) {
+            State::Inline {
+                transport: self.clone(),
+                request: Some(request),
+                primed: false,
+                ticket: InlineTicket::new(),
+            }
+        } else {
+            State::Worker(self.start(request, abort_at))
         };
+        UreqSending { state, abort_at }
+    }
+}
+
+impl UreqTransport {
+    /// Whether `request` can be sent without a thread of ureq's own: to an
+    /// IP address over http or https, through no proxy (ureq resolves a
+    /// host name under a timeout on a thread it spawns for the request).
+    fn thread_free(&self, request: &http::Request<Bytes>) -> bool {
+        self.agent.config().proxy().is_none()
+            && matches!(request.uri().scheme_str(), Some("http" | "https"))
+            && request.uri().host().and_then(ip_literal).is_some()
+    }
+
+    /// Hands the attempt to a worker; returns the slot it fills.
+    fn start(&self, request: http::Request<Bytes>, abort_at: Instant) -> Arc<Mutex<Slot>> {
+        self.handed.fetch_add(1, Ordering::SeqCst);
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        let filled = Arc::clone(&slot);
         let agent = self.agent.clone();
         let pool = Arc::clone(&self.pool);
         let max_body = self.max_body;
         let live = Live::new(&self.live);
         let job: Job = Box::new(move || {
-            let result = attempt(&agent, &pool.recycler, request, abort_at, max_body);
+            let result = attempt(
+                &agent,
+                &pool.recycler,
+                request,
+                Bound::Phases(abort_at),
+                max_body,
+            );
             let waker = {
-                let mut slot = lock(&slot);
+                let mut slot = lock(&filled);
                 slot.result = Some(result);
                 slot.waker.take()
             };
@@ -319,9 +521,9 @@ impl Transport for UreqTransport {
         });
         if Pool::run(&self.pool, job).is_err() {
             // No thread to run it on (the job, and its `Live`, are gone).
-            lock(&sending.slot).result = Some(Err(TransportErrorKind::Other.into()));
+            lock(&slot).result = Some(Err(TransportErrorKind::Other.into()));
         }
-        sending
+        slot
     }
 }
 
@@ -425,38 +627,48 @@ fn bodiless(method: &http::Method) -> bool {
     )
 }
 
-/// One attempt, on the worker thread: the whole exchange and the body read,
-/// each phase bounded by the time left until `abort_at`.
+/// How an attempt is bounded in time.
+#[derive(Clone, Copy, Debug)]
+enum Bound {
+    /// On a worker: every phase of the exchange gets the whole time left
+    /// until `abort_at`, so each phase's timeout fires at or after it (not
+    /// ureq's global timeout: with it ureq resolves a host name on a thread
+    /// spawned per request); the caller is released at `abort_at` by the
+    /// future itself.
+    Phases(Instant),
+    /// On the calling thread: ureq's end-to-end timeout ends the whole
+    /// exchange, body included, at this instant (at most `abort_at`).
+    Global(Instant),
+}
+
+/// One attempt: the whole exchange and the body read, bounded by `bound`.
 fn attempt(
     agent: &ureq::Agent,
     recycler: &Recycler,
     request: http::Request<Bytes>,
-    abort_at: Instant,
+    bound: Bound,
     max_body: usize,
 ) -> Outcome {
-    let left = abort_at.saturating_duration_since(Instant::now());
+    let until = match bound {
+        Bound::Phases(at) | Bound::Global(at) => at,
+    };
+    let left = until.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(TransportErrorKind::Aborted.into());
     }
     let (parts, body) = request.into_parts();
     let head = parts.method == http::Method::HEAD;
     let sent = if body.is_empty() && bodiless(&parts.method) {
-        agent.run(for_one_attempt(
-            agent,
-            http::Request::from_parts(parts, ()),
-            left,
-        ))
+        let request = agent.configure_request(http::Request::from_parts(parts, ()));
+        agent.run(timeouts(request, bound, left).build())
     } else {
-        agent.run(for_one_attempt(
-            agent,
-            http::Request::from_parts(parts, &body[..]),
-            left,
-        ))
+        let request = agent.configure_request(http::Request::from_parts(parts, &body[..]));
+        agent.run(timeouts(request, bound, left).build())
     };
-    // A phase's timeout fires at or after `abort_at` (each phase has the
-    // whole time left): that is the attempt's end-to-end abort.
+    // A timeout that fires at or after `until` is the attempt's end-to-end
+    // abort (on a worker each phase has the whole time left).
     let timed_out = |e: ureq::Error| match e {
-        ureq::Error::Timeout(_) if Instant::now() >= abort_at => {
+        ureq::Error::Timeout(_) if Instant::now() >= until => {
             TransportError::new(TransportErrorKind::Aborted).with_source(e)
         }
         e => error(e),
@@ -550,25 +762,26 @@ fn body_capacity(declared: Option<u64>, head: bool, status: http::StatusCode) ->
     }
 }
 
-/// `request` set up for one attempt on `agent`, whatever the agent's own
-/// settings: statuses are answers, redirects are polite's to follow, and
-/// each phase of the exchange may take the whole time `left`.
-fn for_one_attempt<S: ureq::AsSendBody>(
-    agent: &ureq::Agent,
-    request: http::Request<S>,
+/// One attempt's configuration: every status an answer, no redirect
+/// followed by ureq, and the timeouts of `bound` (`left`: the time until
+/// its end).
+fn timeouts<S: ureq::AsSendBody>(
+    request: ConfigBuilder<HttpCrateScope<S>>,
+    bound: Bound,
     left: Duration,
-) -> http::Request<S> {
-    agent
-        .configure_request(request)
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(None)
-        .timeout_connect(Some(left))
-        .timeout_send_request(Some(left))
-        .timeout_send_body(Some(left))
-        .timeout_recv_response(Some(left))
-        .timeout_recv_body(Some(left))
-        .build()
+) -> ConfigBuilder<HttpCrateScope<S>> {
+    let request = request.http_status_as_error(false).max_redirects(0);
+    match bound {
+        Bound::Phases(_) => request
+            .timeout_global(None)
+            .timeout_connect(Some(left))
+            .timeout_send_request(Some(left))
+            .timeout_send_body(Some(left))
+            .timeout_recv_response(Some(left))
+            .timeout_recv_body(Some(left)),
+        // The default agent sets no phase timeout.
+        Bound::Global(_) => request.timeout_global(Some(left)),
+    }
 }
 
 /// A ureq error as a [`TransportError`]: its kind, and itself as the
@@ -588,15 +801,14 @@ fn kind(e: &ureq::Error) -> TransportErrorKind {
         ureq::Error::Timeout(ureq::Timeout::Global) => TransportErrorKind::Aborted,
         ureq::Error::Timeout(_) => TransportErrorKind::Timeout,
         ureq::Error::HostNotFound => TransportErrorKind::Dns,
-        ureq::Error::Io(io) => io_kind(io),
-        ureq::Error::Rustls(
-            rustls::Error::InvalidCertificate(_)
-            | rustls::Error::NoCertificatesPresented
-            | rustls::Error::InvalidCertRevocationList(_),
-        ) => TransportErrorKind::Certificate,
-        ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::TlsRequired => {
-            TransportErrorKind::Tls
-        }
+        // ureq's rustls handshake reports rustls's error inside an I/O
+        // error (`InvalidData`), not as `Error::Rustls`.
+        ureq::Error::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref()) {
+            Some(tls) => tls_kind(tls),
+            None => io_kind(io),
+        },
+        ureq::Error::Rustls(tls) => tls_kind(tls),
+        ureq::Error::Tls(_) | ureq::Error::TlsRequired => TransportErrorKind::Tls,
         ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::InvalidProxyUrl => {
             TransportErrorKind::InvalidRequest
         }
@@ -604,6 +816,17 @@ fn kind(e: &ureq::Error) -> TransportErrorKind {
         ureq::Error::RedirectFailed => TransportErrorKind::RedirectNotReplayable,
         ureq::Error::BodyExceedsLimit(_) => TransportErrorKind::BodyTooLarge,
         _ => TransportErrorKind::Other,
+    }
+}
+
+/// A rustls error: a certificate refused is permanent, any other TLS
+/// failure is `Tls`.
+fn tls_kind(e: &rustls::Error) -> TransportErrorKind {
+    match e {
+        rustls::Error::InvalidCertificate(_)
+        | rustls::Error::NoCertificatesPresented
+        | rustls::Error::InvalidCertRevocationList(_) => TransportErrorKind::Certificate,
+        _ => TransportErrorKind::Tls,
     }
 }
 
@@ -808,5 +1031,101 @@ mod tests {
             kind(&ureq::Error::Rustls(rustls::Error::HandshakeNotComplete)),
             TransportErrorKind::Tls
         );
+        // As ureq's handshake reports them: rustls's error inside an I/O one.
+        let in_io = |e: rustls::Error| {
+            kind(&ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                e,
+            )))
+        };
+        assert_eq!(
+            in_io(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer
+            )),
+            TransportErrorKind::Certificate
+        );
+        assert_eq!(
+            in_io(rustls::Error::NoCertificatesPresented),
+            TransportErrorKind::Certificate
+        );
+        assert_eq!(
+            in_io(rustls::Error::HandshakeNotComplete),
+            TransportErrorKind::Tls
+        );
+        // Any other error inside an I/O one: by its I/O kind.
+        let other = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "x");
+        assert_eq!(kind(&ureq::Error::Io(other)), TransportErrorKind::Reset);
+    }
+}
+
+/// HTTPS over the default agent's connector chain, where TLS runs over a
+/// connection whose waits are polls ([`connector`]).
+#[cfg(all(test, unix))]
+mod https_tests {
+    use super::*;
+    use crate::{Client, Config, block_on};
+
+    fn get(url: &str) -> http::Request<Bytes> {
+        http::Request::get(url).body(Bytes::new()).unwrap()
+    }
+
+    #[test]
+    fn https_runs_over_the_default_agent_s_connections() {
+        let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let config =
+            polite_lab::LabConfig::default().tls(cert.cert.pem(), cert.signing_key.serialize_pem());
+        let lab = polite_lab::Lab::start(config).unwrap();
+        let url = lab.url("/items/a");
+        // The default agent trusts web PKI roots only: the handshake, run
+        // over the poll connection, rejects the self-signed certificate,
+        // which is permanent: one attempt (ureq reports it inside an I/O
+        // error; it was once taken for `Other`, and retried).
+        let t = UreqTransport::default();
+        let err =
+            block_on(t.send(get(&url), Instant::now() + Duration::from_secs(10))).unwrap_err();
+        assert_eq!(err.kind(), TransportErrorKind::Certificate, "{err:?}");
+        let config = Config {
+            timeout: Duration::from_secs(10),
+            ..Config::default()
+        };
+        let err = Client::with_config(config.clone())
+            .unwrap()
+            .send(get(&url))
+            .unwrap_err();
+        assert_eq!(
+            err.outcome(),
+            Some(crate::Outcome::Permanent {
+                cause: TransportErrorKind::Certificate
+            }),
+            "{err:?}"
+        );
+        assert_eq!(
+            lab.connections(),
+            2,
+            "one handshake per call, never retried"
+        );
+        // The same connectors over an agent that trusts it: answered, on the
+        // calling thread (a sequential call, an IP address), over one
+        // connection kept alive.
+        let root = ureq::tls::Certificate::from_der(cert.cert.der()).to_owned();
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(vec![root])))
+            .build();
+        let agent_config = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .build();
+        let agent = ureq::Agent::with_parts(agent_config, connector(), LiteralResolver::default());
+        let transport = UreqTransport {
+            inline: true,
+            ..UreqTransport::new(agent)
+        };
+        let client = Client::with_transport(transport, config).unwrap();
+        for _ in 0..3 {
+            assert_eq!(client.send(get(&url)).unwrap().status(), 200);
+        }
+        assert_eq!(client.transport().worker_attempts(), 0);
+        assert_eq!(lab.log().len(), 3);
+        assert_eq!(lab.connections(), 3, "then one kept-alive connection");
     }
 }

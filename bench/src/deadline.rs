@@ -164,13 +164,16 @@ fn calls(who: Who, url: &str, timeout: Duration, runs: usize, conc: usize) -> Ve
                     .map(|_| {
                         let (agent, url) = (agent.clone(), url.to_owned());
                         std::thread::spawn(move || {
+                            // The client a user gets (`with_config`: the
+                            // default transport and agent), not one over the
+                            // peer's agent; built before the call starts, as
+                            // the peer's agent is.
+                            let c = (who == Who::Blocking).then(|| {
+                                polite_blocking::Client::with_config(call_config(timeout))
+                                    .expect("valid config")
+                            });
                             let start = Instant::now();
-                            let expected = if who == Who::Blocking {
-                                // The client a user gets (`with_config`: the
-                                // default transport and agent), not one over
-                                // the peer's agent.
-                                let c = polite_blocking::Client::with_config(call_config(timeout))
-                                    .expect("valid config");
+                            let expected = if let Some(c) = c {
                                 c.send(get(&url)).is_err_and(|e| timed_out(&e))
                             } else {
                                 agent

@@ -24,11 +24,11 @@ use crate::{Size, get, lab};
 pub enum Client {
     /// Through [`Stacks`], on a current-thread tokio runtime.
     Async(Via),
-    /// ureq, bare: the default agent with an end-to-end timeout.
+    /// ureq, bare: [`ureq_agent`](crate::ureq_agent) (ureq's own
+    /// connectors) with an end-to-end timeout.
     Ureq,
     /// polite-blocking `send` over the default `UreqTransport` (attempts
-    /// on worker threads: the calling-thread path of BENCHMARKS §8.4 was
-    /// reverted).
+    /// on the calling thread, BENCHMARKS §8.13).
     BlockingSend,
     /// polite-blocking `send` over `UreqTransport::new(agent)` (attempts
     /// on worker threads, as every attempt was before).
@@ -112,8 +112,8 @@ fn blocking_calls(n: usize, mut one: impl FnMut() -> bool) -> usize {
     (0..n).map(|_| usize::from(one())).sum()
 }
 
-/// One GET through a bare ureq agent (the default agent, with the same
-/// end-to-end timeout as the polite side), body read.
+/// One GET through a bare ureq agent (with the same end-to-end timeout as
+/// the polite side), body read.
 fn ureq_get(agent: &ureq::Agent, url: &str) -> bool {
     let req = agent
         .get(url)

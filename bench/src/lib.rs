@@ -135,10 +135,56 @@ pub fn reqwest_client() -> reqwest::Client {
     }
 }
 
-/// The ureq agent polite-blocking uses by default (HTTP errors as answers).
+/// The ureq peer's agent: ureq's own connectors (its `TcpConnector`, whose
+/// waits are socket timeouts), the pool and status settings of the agent
+/// polite-blocking uses by default, and a resolver that answers an IP
+/// address itself (as polite-blocking's default agent does: ureq's own
+/// resolver spawns a thread per request to resolve even `127.0.0.1` when a
+/// global timeout is set, which would make the peer pay for a thread that
+/// no user of an IP address needs).
 #[must_use]
 pub fn ureq_agent() -> ureq::Agent {
-    polite_blocking::UreqTransport::default_agent()
+    let config = polite_blocking::UreqTransport::default_agent()
+        .config()
+        .clone();
+    ureq::Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::default(),
+        IpResolver::default(),
+    )
+}
+
+/// The ureq peer's resolver: an IP address is its own answer; anything else
+/// goes to ureq's `DefaultResolver`.
+#[derive(Debug, Default)]
+struct IpResolver(ureq::unversioned::resolver::DefaultResolver);
+
+impl ureq::unversioned::resolver::Resolver for IpResolver {
+    fn resolve(
+        &self,
+        uri: &http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let host = uri.host().unwrap_or("");
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        match (host.parse::<std::net::IpAddr>(), port) {
+            (Ok(ip), Some(port)) => {
+                let mut addrs = self.empty();
+                addrs.push(std::net::SocketAddr::new(ip, port));
+                Ok(addrs)
+            }
+            _ => self.0.resolve(uri, config, timeout),
+        }
+    }
 }
 
 /// Milliseconds as `f64`.

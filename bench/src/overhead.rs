@@ -172,13 +172,14 @@ fn stack_samples(
     })
 }
 
-/// Variants: 0 ureq (polite's default agent, with a global timeout), 1
-/// polite-blocking's transport alone (on a worker), 2 polite-blocking
-/// `send` over the default `UreqTransport`, 3 `send` over
-/// `UreqTransport::new(agent)` (both on worker threads: the calling-thread
-/// path of BENCHMARKS §8.4 was reverted), 4 ureq with ureq's own default
-/// agent (whose resolver spawns a thread per request under a global
-/// timeout).
+/// Variants: 0 ureq ([`ureq_agent`](crate::ureq_agent): ureq's own
+/// connectors and a thread-free resolver, with a global timeout), 1
+/// polite-blocking's transport alone over that agent (on a worker), 2
+/// polite-blocking `send` over the default `UreqTransport` (attempts on
+/// the calling thread, BENCHMARKS §8.13), 3 `send` over
+/// `UreqTransport::new(agent)` (attempts on worker threads), 4 ureq with
+/// ureq's own default agent (whose resolver spawns a thread per request
+/// under a global timeout).
 fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
     let agent = crate::ureq_agent();
     let plain = ureq::Agent::new_with_defaults();

@@ -341,7 +341,7 @@ where
         &self,
         request: http::Request<Bytes>,
     ) -> R::Call<impl Future<Output = Result<http::Response<Bytes>, Error>>> {
-        R::call(self.send_in(&self.shared.transport, request, NeverCancel))
+        R::call_sequential(self.send_in(&self.shared.transport, request, NeverCancel))
     }
 
     /// Like [`send`](Self::send), over `transport` instead of the client's
@@ -486,7 +486,7 @@ where
         request: http::Request<Bytes>,
         classify: &mut J,
     ) -> R::Call<impl Future<Output = Result<JobDone, Error>>> {
-        R::call(self.wait_in(request, classify, NeverCancel))
+        R::call_sequential(self.wait_in(request, classify, NeverCancel))
     }
 
     /// Like [`wait`](Self::wait), ended at once (`Cancelled`) when `token`

@@ -100,6 +100,46 @@ pub trait Runtime: 'static {
     fn cancel(token: &Self::Token);
     /// Turns a call's future into what the call returns.
     fn call<F: Future>(call: F) -> Self::Call<F>;
+    /// Like [`call`](Runtime::call), for a call that cannot be cancelled
+    /// and keeps at most one attempt of its transport in flight at a time
+    /// (`send` and `wait`, not their `*_cancellable` forms, not `batch`):
+    /// where calls block, the runtime may let such an attempt run on the
+    /// calling thread. The default is [`call`](Runtime::call).
+    ///
+    /// ```
+    /// use polite_client::{CancelToken, Clock, Runtime};
+    /// use std::future::{Future, ready};
+    /// use std::task::{Context, Poll, Waker};
+    /// # struct Frozen;
+    /// # impl Clock for Frozen {
+    /// #     fn now(&self) -> std::time::Instant { std::time::Instant::now() }
+    /// #     fn poll_sleep(&mut self, _: &mut Context<'_>, _: std::time::Instant) -> Poll<()> { Poll::Ready(()) }
+    /// # }
+    /// /// Calls block on a poll that never waits; `call_sequential` is not
+    /// /// overridden, so it is `call`.
+    /// struct Tiny;
+    /// impl Runtime for Tiny {
+    ///     type Clock = Frozen;
+    ///     type Token = CancelToken;
+    ///     type Cancel = CancelToken;
+    ///     type Call<F: Future> = F::Output;
+    ///     type Ready = ();
+    ///     fn clock() -> Frozen { Frozen }
+    ///     fn watch(token: &CancelToken) -> CancelToken { token.clone() }
+    ///     fn cancel(token: &CancelToken) { token.cancel() }
+    ///     fn call<F: Future>(call: F) -> F::Output {
+    ///         match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
+    ///             Poll::Ready(out) => out,
+    ///             Poll::Pending => unreachable!("nothing here waits"),
+    ///         }
+    ///     }
+    ///     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> { ready(output) }
+    /// }
+    /// assert_eq!(Tiny::call_sequential(ready(7)), 7);
+    /// ```
+    fn call_sequential<F: Future>(call: F) -> Self::Call<F> {
+        Self::call(call)
+    }
     /// The other way round, for code written once for every runtime (the
     /// lab's conformance suite): a future of what [`call`](Runtime::call)
     /// returned. Where calls block, the call has already run and this is
