@@ -233,11 +233,11 @@ pub struct PollMachine<R> {
     roomy_until: Option<Instant>,
     /// [`Self::room`] of the policy, kept (a few saturating additions).
     room: Duration,
-    /// What [`plan_next`](Self::plan_next) may assume was left before the
-    /// deadline when the latest poll was sent: `room` when it was sent by
-    /// `roomy_until`, else zero. A lower bound that spares the planning of
-    /// most polls a subtraction of instants (issue 22).
-    left_at_send: Duration,
+    /// Whether the latest poll was sent by `roomy_until`: then
+    /// [`plan_next`](Self::plan_next) may assume `room` was left before the
+    /// deadline at the send (else nothing). A lower bound that spares the
+    /// planning of most polls a subtraction of instants (issue 22).
+    roomy_send: bool,
     /// How long after a roomy send an answer may come and still be planned
     /// by [`answer_fast`](Self::answer_fast), per mode (long poll, backoff);
     /// `None` turns the fast path off (the tests compare both).
@@ -250,9 +250,14 @@ pub struct PollMachine<R> {
     /// `backoff::SMALL_SECS`: the fast path's schedule without converting
     /// them per draw.
     backoff_nanos: Option<(u64, u64)>,
-    /// `last_send_at + min_long_poll_interval` of a long poll in flight
-    /// (when representable): an answer from then on is polled again at once.
-    interval_at: Option<Instant>,
+    /// From this instant on an answer to the poll in flight may be planned
+    /// by [`answer_fast`](Self::answer_fast) (read only while `fast_until`
+    /// is set): `last_send_at + min_long_poll_interval` for a long poll
+    /// (an answer from then on is polled again at once), `last_send_at`
+    /// in backoff mode; raised to every later `now` the general path
+    /// sees, so it is never before `last_now` and one comparison serves
+    /// both (issue 22).
+    fast_from: Instant,
     /// The wait parameter of the poll in flight (or the latest), if any.
     long_in_flight: Option<u32>,
     /// The one final poll pulled in ahead of the schedule has been sent.
@@ -344,8 +349,8 @@ impl<R: Rng> PollMachine<R> {
             fast_until: None,
             backoff_nanos: backoff::small_nanos(policy.backoff.base)
                 .zip(backoff::small_nanos(policy.backoff.cap)),
-            interval_at: None,
-            left_at_send: Duration::ZERO,
+            fast_from: now,
+            roomy_send: false,
             mode: if policy.long_poll_first {
                 PollMode::LongPoll
             } else {
@@ -396,6 +401,7 @@ impl<R: Rng> PollMachine<R> {
         }
         let now = now.max(self.last_now);
         self.last_now = now;
+        self.fast_from = self.fast_from.max(now);
         if let Phase::Done(_) = self.phase {
             return;
         }
@@ -455,31 +461,36 @@ impl<R: Rng> PollMachine<R> {
         match self.phase {
             Phase::Ready => {
                 let now = self.last_now;
-                if now >= self.deadline {
+                // A roomy send (by `deadline - room`, room > 0) is before
+                // the deadline and has the whole `max_long_poll` left
+                // (room > max_long_poll): neither needs its comparison.
+                let roomy = matches!(self.roomy_until, Some(until) if now <= until);
+                if !roomy && now >= self.deadline {
                     return self.stop(Outcome::TimedOut { needed: None });
                 }
-                let roomy = matches!(self.roomy_until, Some(until) if now <= until);
                 let long_poll = match self.mode {
                     PollMode::Backoff => {
                         self.fast_until = match self.fast_span[1] {
                             Some(span) if roomy => later(now, span),
                             _ => None,
                         };
+                        self.fast_from = now;
                         None
                     }
                     PollMode::LongPoll => {
-                        self.fast_until = match self.fast_span[0] {
-                            Some(span) if roomy => later(now, span),
-                            _ => None,
-                        };
                         let interval = self.policy.min_long_poll_interval;
-                        self.interval_at = if interval.is_zero() {
+                        let from = if interval.is_zero() {
                             Some(now)
                         } else {
                             later(now, interval)
                         };
+                        (self.fast_until, self.fast_from) = match (self.fast_span[0], from) {
+                            (Some(span), Some(from)) if roomy => (later(now, span), from),
+                            _ => (None, now),
+                        };
                         let max = self.policy.max_long_poll.as_secs();
                         let secs = match self.full_long_poll_until {
+                            _ if roomy => max,
                             // `deadline - now >= max` whole seconds.
                             Some(until) if now <= until => max,
                             _ => (self.deadline - now).as_secs().min(max),
@@ -496,7 +507,7 @@ impl<R: Rng> PollMachine<R> {
                 };
                 self.sent = self.sent.saturating_add(1);
                 self.last_send_at = now;
-                self.left_at_send = if roomy { self.room } else { Duration::ZERO };
+                self.roomy_send = roomy;
                 self.phase = Phase::InFlight(id.attempt);
                 Action::Send(SendPlan {
                     id,

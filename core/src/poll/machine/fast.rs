@@ -29,9 +29,12 @@ impl<R: Rng> PollMachine<R> {
         let Some(until) = self.fast_until else {
             return false;
         };
+        // `fast_from >= last_now`: time has not gone backwards either; and
+        // a long poll answered before the least interval (which waits out
+        // the rest of it) is left to the general path.
         if !matches!(self.phase, Phase::InFlight(a) if a == r.id.attempt)
             || r.id.item != 0
-            || now < self.last_now
+            || now < self.fast_from
             || now > until
         {
             return false;
@@ -49,11 +52,6 @@ impl<R: Rng> PollMachine<R> {
         if let (Some(mine), Some(current)) = (self.request.generation, r.generation)
             && mine != current
         {
-            return false;
-        }
-        // A long poll answered before the least interval waits out the
-        // rest of it: left to the general path.
-        if self.mode == PollMode::LongPoll && self.interval_at.is_none_or(|at| now < at) {
             return false;
         }
         self.last_now = now;
