@@ -246,10 +246,10 @@ pub struct PollMachine<R> {
     /// by `roomy_until` (and representable): until then a pending answer
     /// is planned without a subtraction of instants (issue 22).
     fast_until: Option<Instant>,
-    /// The backoff's base and cap in nanoseconds, when both are under
-    /// `backoff::SMALL_SECS`: the fast path's schedule without converting
-    /// them per draw.
-    backoff_nanos: Option<(u64, u64)>,
+    /// The backoff's first steps, when its base and cap are under
+    /// `backoff::SMALL_SECS`: the fast path's schedule without working
+    /// out the exponent and the jitter's range per draw.
+    steps: Option<backoff::Steps>,
     /// From this instant on an answer to the poll in flight may be planned
     /// by [`answer_fast`](Self::answer_fast) (read only while `fast_until`
     /// is set): `last_send_at + min_long_poll_interval` for a long poll
@@ -347,8 +347,7 @@ impl<R: Rng> PollMachine<R> {
             room: Self::room(&policy),
             fast_span: Self::fast_span(&policy),
             fast_until: None,
-            backoff_nanos: backoff::small_nanos(policy.backoff.base)
-                .zip(backoff::small_nanos(policy.backoff.cap)),
+            steps: backoff::Steps::new(&policy.backoff),
             fast_from: now,
             roomy_send: false,
             mode: if policy.long_poll_first {

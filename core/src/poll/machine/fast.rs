@@ -82,19 +82,12 @@ impl<R: Rng> PollMachine<R> {
                 let rng = &mut self.rng;
                 let draw = || rng.next_u64();
                 // The same value as `backoff::delay` (both under 2^64 ns).
-                let (d, capped) = match self.backoff_nanos {
-                    Some((base, cap)) => {
-                        let n = backoff::delay_nanos(
-                            base,
-                            cap,
-                            b.multiplier,
-                            b.jitter,
-                            self.scheduled,
-                            draw,
-                        );
-                        (Duration::from_nanos(n), n <= cap)
+                let (d, capped) = match &self.steps {
+                    Some(steps) if steps.covers(self.scheduled) => {
+                        let n = steps.delay_nanos(self.scheduled, draw);
+                        (Duration::from_nanos(n), n <= steps.cap())
                     }
-                    None => {
+                    _ => {
                         let d = backoff::delay(b, self.scheduled, draw);
                         (d, d <= b.cap)
                     }
