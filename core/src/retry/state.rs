@@ -17,6 +17,10 @@ use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
 use crate::retry_after;
 
+/// The longest server delay the fast path takes, in whole seconds: under
+/// 2^64 ns.
+const MAX_SECS: u64 = u64::MAX / 1_000_000_000 - 1;
+
 /// A backoff in nanoseconds, as [`backoff::delay_nanos`] takes it.
 #[derive(Clone, Copy, Debug)]
 struct FastBackoff {
@@ -58,10 +62,12 @@ pub(crate) struct FastPath {
     backoff: [FastBackoff; 2],
     /// The retry budget of each class, by index.
     max: [u32; 2],
-    /// `retry_after.min`.
-    min: Duration,
+    /// `retry_after.min` in nanoseconds.
+    min: u64,
     /// Whole seconds of `retry_after.auto_wait_cap`: a delay of whole
-    /// seconds is over the cap exactly when its seconds are.
+    /// seconds is over the cap exactly when its seconds are. At most
+    /// `MAX_SECS` (a longer delay is left to the general path), so that
+    /// a server's delay is under 2^64 ns.
     auto_wait_cap_secs: u64,
     /// `backoff_when_budget_empty`.
     linger: bool,
@@ -83,8 +89,9 @@ impl FastPath {
             && policy.max_total_retries.is_none()
             && policy.backoff_exponent == BackoffExponent::ClassRetries
             && policy.retry_after_ms.is_none();
+        let min = backoff::small_nanos(policy.retry_after.min);
         let (on, backoff) = match (limited, server) {
-            (Some(l), Some(s)) if on => (true, [l, s]),
+            (Some(l), Some(s)) if on && min.is_some() => (true, [l, s]),
             _ => {
                 let off = FastBackoff {
                     base: 0,
@@ -104,8 +111,8 @@ impl FastPath {
                 policy.max_retries.of(RetryClass::RateLimited),
                 policy.max_retries.of(RetryClass::ServerError),
             ],
-            min: policy.retry_after.min,
-            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs(),
+            min: min.unwrap_or(0),
+            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
             linger: policy.backoff_when_budget_empty,
         }
     }
@@ -314,28 +321,24 @@ impl RetryState {
         // `Retry-After`: all digits (within the cap), else the general path.
         let server = match r.retry_after {
             None => None,
-            Some(v) => match retry_after::delta_seconds(v) {
-                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(Duration::from_secs(secs)),
+            Some(v) => match retry_after::short_delta_seconds(v) {
+                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(secs),
                 _ => return false,
             },
         };
         // Decided from here on: the delay draws from `rng`.
         self.last_now = now;
         let b = &fast.backoff[c];
-        let mut delay = Duration::from_nanos(backoff::delay_nanos(
-            b.base,
-            b.cap,
-            b.multiplier,
-            b.jitter,
-            n,
-            || rng.next_u64(),
-        ));
+        let mut delay =
+            backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, n, || rng.next_u64());
         let mut source = DelaySource::Backoff;
         let mut note = RetryAfterNote::Absent;
-        if let Some(d) = server {
-            note = RetryAfterNote::Valid(d);
-            (delay, source) = over_backoff(d, fast.min, delay, source);
+        if let Some(secs) = server {
+            note = RetryAfterNote::Valid(Duration::from_secs(secs));
+            // In nanoseconds: no comparisons of `Duration`s.
+            (delay, source) = over_backoff(secs * 1_000_000_000, fast.min, delay, source);
         }
+        let delay = Duration::from_nanos(delay);
         let record = self.record.insert(AttemptRecord {
             request: self.request.id,
             id,
