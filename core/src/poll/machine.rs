@@ -223,6 +223,9 @@ pub struct PollMachine<R> {
     /// (`deadline - max_long_poll` in whole seconds, when representable):
     /// one comparison per send instead of a subtraction of instants.
     full_long_poll_until: Option<Instant>,
+    /// The wait parameter of a long poll with the whole `max_long_poll`
+    /// left (as [`wait_param`] gives it, kept).
+    full_long_poll: Option<u32>,
     last_now: Instant,
     /// Polls sent so far; the next poll's `SendId::attempt`.
     sent: u32,
@@ -274,6 +277,12 @@ pub struct PollMachine<R> {
     /// decision writes its fields in place.
     record: AttemptRecord,
     record_fresh: bool,
+}
+
+/// The wait parameter for `secs` whole seconds of long poll: `None` under
+/// one (`waitSeconds=0` would be a busy loop, so a plain poll instead).
+fn wait_param(secs: u64) -> Option<u32> {
+    (secs > 0).then(|| u32::try_from(secs).unwrap_or(u32::MAX))
 }
 
 impl<R: Rng> PollMachine<R> {
@@ -343,6 +352,7 @@ impl<R: Rng> PollMachine<R> {
             abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),
             full_long_poll_until: deadline
                 .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
+            full_long_poll: wait_param(policy.max_long_poll.as_secs()),
             roomy_until: deadline.checked_sub(Self::room(&policy)),
             room: Self::room(&policy),
             fast_span: Self::fast_span(&policy),
@@ -368,7 +378,11 @@ impl<R: Rng> PollMachine<R> {
             scheduled: 0,
             phase: Phase::Ready,
             notice: None,
-            record: AttemptRecord::EMPTY,
+            // The request and the item (0) never change: written once.
+            record: AttemptRecord {
+                request: request.id,
+                ..AttemptRecord::EMPTY
+            },
             record_fresh: false,
         })
     }
@@ -398,6 +412,14 @@ impl<R: Rng> PollMachine<R> {
         {
             return;
         }
+        self.handle_general(now, &event);
+    }
+
+    /// [`handle`](Self::handle) for every event the fast path leaves: out
+    /// of line, so that the fast path's caller keeps few registers and a
+    /// small frame (issue 22).
+    #[inline(never)]
+    fn handle_general(&mut self, now: Instant, event: &Event<'_>) {
         let now = now.max(self.last_now);
         self.last_now = now;
         self.fast_from = self.fast_from.max(now);
@@ -411,11 +433,11 @@ impl<R: Rng> PollMachine<R> {
             }
             Event::Tick => {}
             // By reference: no copy of the answer's header slots.
-            Event::Response(ref r) => {
+            Event::Response(r) => {
                 self.on_reply(now, r.id, Reply::Status(r.status), Some(r));
             }
             Event::TransportError(id, kind) => {
-                self.on_reply(now, id, Reply::Transport(kind), None);
+                self.on_reply(now, *id, Reply::Transport(*kind), None);
             }
         }
         match self.phase {
@@ -476,7 +498,7 @@ impl<R: Rng> PollMachine<R> {
                         self.fast_from = now;
                         None
                     }
-                    PollMode::LongPoll => {
+                    PollMode::LongPoll if roomy => {
                         let interval = self.policy.min_long_poll_interval;
                         let from = if interval.is_zero() {
                             Some(now)
@@ -484,19 +506,22 @@ impl<R: Rng> PollMachine<R> {
                             later(now, interval)
                         };
                         (self.fast_until, self.fast_from) = match (self.fast_span[0], from) {
-                            (Some(span), Some(from)) if roomy => (later(now, span), from),
+                            (Some(span), Some(from)) => (later(now, span), from),
                             _ => (None, now),
                         };
+                        self.full_long_poll
+                    }
+                    PollMode::LongPoll => {
+                        (self.fast_until, self.fast_from) = (None, now);
                         let max = self.policy.max_long_poll.as_secs();
                         let secs = match self.full_long_poll_until {
-                            _ if roomy => max,
                             // `deadline - now >= max` whole seconds.
                             Some(until) if now <= until => max,
                             _ => (self.deadline - now).as_secs().min(max),
                         };
                         // Under one whole second left: `waitSeconds=0` would
                         // be a busy loop, so a final plain poll.
-                        (secs > 0).then(|| u32::try_from(secs).unwrap_or(u32::MAX))
+                        wait_param(secs)
                     }
                 };
                 self.long_in_flight = long_poll;

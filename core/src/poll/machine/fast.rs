@@ -15,7 +15,7 @@ use crate::backoff;
 use crate::decide::{Spent, later};
 use crate::input::{JobReport, Reply, Response};
 use crate::outcome::Outcome;
-use crate::record::{AttemptRecord, DelaySource, RetryAfterNote};
+use crate::record::{DelaySource, RetryAfterNote};
 
 use super::{Phase, PollMachine, PollMode};
 
@@ -55,15 +55,15 @@ impl<R: Rng> PollMachine<R> {
             return false;
         }
         self.last_now = now;
-        self.record = AttemptRecord {
-            request: self.request.id,
-            id: r.id,
-            reply: Reply::Status(r.status),
-            class: None,
-            retry_after: RetryAfterNote::Absent,
-            next: None,
-            outcome: None,
-        };
+        // In place, but for the request and the item (0), which the
+        // record keeps from construction.
+        let record = &mut self.record;
+        record.id.attempt = r.id.attempt;
+        record.reply = Reply::Status(r.status);
+        record.class = None;
+        record.retry_after = RetryAfterNote::Absent;
+        record.next = None;
+        record.outcome = None;
         self.record_fresh = true;
         if let Some(state) = self.policy.terminal_states.find(name) {
             let o = Outcome::Terminal { state };
