@@ -153,7 +153,11 @@ pub(crate) struct RetryState {
     pub(crate) sent: u32,
     pub(crate) spent: Spent,
     phase: Phase,
-    record: Option<AttemptRecord>,
+    /// The record of the latest answered attempt; `record_fresh` says it
+    /// has not been taken yet. Kept whole, not in an `Option`: its request
+    /// and item never change, so a decision writes only the rest (issue 22).
+    record: AttemptRecord,
+    record_fresh: bool,
 }
 
 impl RetryState {
@@ -173,7 +177,12 @@ impl RetryState {
             sent: 0,
             spent: Spent::default(),
             phase: Phase::Ready,
-            record: None,
+            record: AttemptRecord {
+                request: request.id,
+                id: SendId { item, attempt: 0 },
+                ..AttemptRecord::EMPTY
+            },
+            record_fresh: false,
         }
     }
 
@@ -191,7 +200,7 @@ impl RetryState {
     }
 
     pub(crate) fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.record.take()
+        std::mem::take(&mut self.record_fresh).then_some(self.record)
     }
 
     pub(crate) fn in_flight(&self) -> bool {
@@ -293,15 +302,14 @@ impl RetryState {
             self.last_now = now;
             budget.deposit(self.spent.last_cost());
             let o = Outcome::Succeeded { status };
-            self.record = Some(AttemptRecord {
-                request: self.request.id,
-                id,
-                reply,
-                class: None,
-                retry_after: RetryAfterNote::Absent,
-                next: None,
-                outcome: Some(o),
-            });
+            self.record_fresh = true;
+            let record = &mut self.record;
+            record.id.attempt = id.attempt;
+            record.reply = reply;
+            record.class = None;
+            record.retry_after = RetryAfterNote::Absent;
+            record.next = None;
+            record.outcome = Some(o);
             self.phase = Phase::Done(o);
             return true;
         }
@@ -339,15 +347,14 @@ impl RetryState {
             (delay, source) = over_backoff(secs * 1_000_000_000, fast.min, delay, source);
         }
         let delay = Duration::from_nanos(delay);
-        let record = self.record.insert(AttemptRecord {
-            request: self.request.id,
-            id,
-            reply,
-            class: Some(class),
-            retry_after: note,
-            next: None,
-            outcome: None,
-        });
+        self.record_fresh = true;
+        let record = &mut self.record;
+        record.id.attempt = id.attempt;
+        record.reply = reply;
+        record.class = Some(class);
+        record.retry_after = note;
+        record.next = None;
+        record.outcome = None;
         let send_at = later(now, delay);
         let Some(send_at) = send_at.filter(|t| *t < self.deadline) else {
             let o = Outcome::TimedOut { needed: send_at };
@@ -398,15 +405,14 @@ impl RetryState {
         }
         // Written in place: the record is the machine's (no 120-byte copy
         // at the end).
-        let record = self.record.insert(AttemptRecord {
-            request: self.request.id,
-            id,
-            reply,
-            class: None,
-            retry_after: RetryAfterNote::Absent,
-            next: None,
-            outcome: None,
-        });
+        self.record_fresh = true;
+        let record = &mut self.record;
+        record.id.attempt = id.attempt;
+        record.reply = reply;
+        record.class = None;
+        record.retry_after = RetryAfterNote::Absent;
+        record.next = None;
+        record.outcome = None;
         let stale = match (self.request.generation, response.and_then(|r| r.generation)) {
             (Some(mine), Some(current)) => mine != current,
             _ => false,
