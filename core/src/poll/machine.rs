@@ -37,8 +37,11 @@ pub enum PollMode {
     Backoff,
 }
 
-/// Where a wait stands.
+/// Where a wait stands. An explicit tag rather than a niche in the
+/// instant's nanoseconds: `poll_action` reads one byte to dispatch
+/// (issue 22).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Phase {
     /// The next poll may be sent now.
     Ready,
@@ -226,6 +229,8 @@ pub struct PollMachine<R> {
     /// The wait parameter of a long poll with the whole `max_long_poll`
     /// left (as [`wait_param`] gives it, kept).
     full_long_poll: Option<u32>,
+    /// `min_long_poll_interval` when it is not zero, kept.
+    interval: Option<Duration>,
     last_now: Instant,
     /// Polls sent so far; the next poll's `SendId::attempt`.
     sent: u32,
@@ -353,6 +358,7 @@ impl<R: Rng> PollMachine<R> {
             full_long_poll_until: deadline
                 .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
             full_long_poll: wait_param(policy.max_long_poll.as_secs()),
+            interval: Some(policy.min_long_poll_interval).filter(|d| !d.is_zero()),
             roomy_until: deadline.checked_sub(Self::room(&policy)),
             room: Self::room(&policy),
             fast_span: Self::fast_span(&policy),
@@ -499,11 +505,9 @@ impl<R: Rng> PollMachine<R> {
                         None
                     }
                     PollMode::LongPoll if roomy => {
-                        let interval = self.policy.min_long_poll_interval;
-                        let from = if interval.is_zero() {
-                            Some(now)
-                        } else {
-                            later(now, interval)
+                        let from = match self.interval {
+                            None => Some(now),
+                            Some(interval) => later(now, interval),
                         };
                         (self.fast_until, self.fast_from) = match (self.fast_span[0], from) {
                             (Some(span), Some(from)) => (later(now, span), from),
