@@ -97,7 +97,8 @@ pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration
 }
 
 /// [`delay`] in nanoseconds for a backoff whose `base` and `cap` are
-/// already in nanoseconds (both under 2^64 ns), with the default jitter
+/// already in nanoseconds (both under 2^64 ns, and `base` at most `cap`:
+/// `min(base, cap)` gives the same delays), with the default jitter
 /// inline: what `RetryMachine`'s fast path computes from the constants it
 /// keeps (issue 22). The same value as `delay` (`delay` itself stays as it
 /// was: its callers counted more instructions with this body inlined).
@@ -107,20 +108,24 @@ pub(crate) fn delay_nanos(
     cap: u64,
     multiplier: u32,
     jitter: Jitter,
+    full: bool,
     n: u32,
     draw: impl FnOnce() -> u64,
 ) -> u64 {
     // As `exponential`: below 2^64 ns the product is exact in both; at or
     // above it, both give `cap` (< 2^64 ns).
-    // The first retry of a class (the common case) without the multiply.
+    // The first retry of a class (the common case) without the multiply
+    // (nor the cap: `base <= cap`).
     let d = if n == 0 {
         base
     } else {
         base.saturating_mul(u64::from(multiplier.saturating_pow(n)))
-    }
-    .min(cap);
-    // The default jitter inline; the others through `jitter_nanos`.
-    if jitter == Jitter::Full {
+            .min(cap)
+    };
+    // The default jitter inline (`full`: the caller's flag for
+    // `Jitter::Full`, a test of one byte rather than a switch over the
+    // kinds); the others through `jitter_nanos`.
+    if full {
         scale(d, draw())
     } else if draws(jitter) {
         jitter_nanos(d, jitter, draw())
@@ -340,7 +345,15 @@ mod tests {
                                 if let (Some(base), Some(cap)) =
                                     (small_nanos(base), small_nanos(cap))
                                 {
-                                    let fast = delay_nanos(base, cap, multiplier, jitter, n, || x);
+                                    let fast = delay_nanos(
+                                        base,
+                                        cap,
+                                        multiplier,
+                                        jitter,
+                                        jitter == Jitter::Full,
+                                        n,
+                                        || x,
+                                    );
                                     assert_eq!(Duration::from_nanos(fast), want, "{b:?} n={n}");
                                 }
                                 if let Some(steps) = steps.filter(|s| s.covers(n)) {

@@ -28,15 +28,20 @@ struct FastBackoff {
     cap: u64,
     multiplier: u32,
     jitter: Jitter,
+    /// `jitter == Jitter::Full`.
+    full: bool,
 }
 
 impl FastBackoff {
     fn of(b: &crate::policy::Backoff) -> Option<FastBackoff> {
+        let cap = backoff::small_nanos(b.cap)?;
         Some(FastBackoff {
-            base: backoff::small_nanos(b.base)?,
-            cap: backoff::small_nanos(b.cap)?,
+            // At most the cap, as `delay_nanos` takes it (the same delays).
+            base: backoff::small_nanos(b.base)?.min(cap),
+            cap,
             multiplier: b.multiplier,
             jitter: b.jitter,
+            full: b.jitter == Jitter::Full,
         })
     }
 }
@@ -98,6 +103,7 @@ impl FastPath {
                     cap: 0,
                     multiplier: 1,
                     jitter: Jitter::None,
+                    full: false,
                 };
                 (false, [off, off])
             }
@@ -338,7 +344,9 @@ impl RetryState {
         self.last_now = now;
         let b = &fast.backoff[c];
         let mut delay =
-            backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, n, || rng.next_u64());
+            backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
+                rng.next_u64()
+            });
         let mut source = DelaySource::Backoff;
         let mut note = RetryAfterNote::Absent;
         if let Some(secs) = server {
