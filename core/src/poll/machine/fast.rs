@@ -62,11 +62,12 @@ impl<R: Rng> PollMachine<R> {
         record.reply = Reply::Status(r.status);
         record.class = None;
         record.retry_after = RetryAfterNote::Absent;
-        record.next = None;
         record.outcome = None;
+        // `next`: by each way out below, once.
         self.record_fresh = true;
         if let Some(state) = self.policy.terminal_states.find(name) {
             let o = Outcome::Terminal { state };
+            self.record.next = None;
             self.record.outcome = Some(o);
             self.finish(o);
             return true;
@@ -101,6 +102,7 @@ impl<R: Rng> PollMachine<R> {
                     // A jitter over the cap (or an instant out of range):
                     // planned as the general path plans it.
                     _ => {
+                        self.record.next = None;
                         let since_send = now.saturating_duration_since(self.last_send_at);
                         if let Some(o) = self.plan_next(now, since_send, d, None) {
                             self.record.outcome = Some(o);
