@@ -97,7 +97,8 @@ pub(crate) fn delay(b: &Backoff, n: u32, draw: impl FnOnce() -> u64) -> Duration
 }
 
 /// [`delay`] in nanoseconds for a backoff whose `base` and `cap` are
-/// already in nanoseconds (both under 2^64 ns), with the default jitter
+/// already in nanoseconds (both under 2^64 ns, and `base` at most `cap`:
+/// `min(base, cap)` gives the same delays), with the default jitter
 /// inline: what `RetryMachine`'s fast path computes from the constants it
 /// keeps (issue 22). The same value as `delay` (`delay` itself stays as it
 /// was: its callers counted more instructions with this body inlined).
@@ -107,25 +108,111 @@ pub(crate) fn delay_nanos(
     cap: u64,
     multiplier: u32,
     jitter: Jitter,
+    full: bool,
     n: u32,
     draw: impl FnOnce() -> u64,
 ) -> u64 {
     // As `exponential`: below 2^64 ns the product is exact in both; at or
     // above it, both give `cap` (< 2^64 ns).
-    // The first retry of a class (the common case) without the multiply.
+    // The first retry of a class (the common case) without the multiply
+    // (nor the cap: `base <= cap`).
     let d = if n == 0 {
         base
     } else {
         base.saturating_mul(u64::from(multiplier.saturating_pow(n)))
-    }
-    .min(cap);
-    // The default jitter inline; the others through `jitter_nanos`.
-    if jitter == Jitter::Full {
+            .min(cap)
+    };
+    // The default jitter inline (`full`: the caller's flag for
+    // `Jitter::Full`, a test of one byte rather than a switch over the
+    // kinds); the others through `jitter_nanos`.
+    if full {
         scale(d, draw())
     } else if draws(jitter) {
         jitter_nanos(d, jitter, draw())
     } else {
         d
+    }
+}
+
+/// How many exponents [`Steps`] keeps.
+const STEPS: usize = 4;
+
+/// The first [`STEPS`] delays of a backoff as what its jitter maps a draw
+/// onto, worked out once (issue 22): for exponent `n`, the least delay
+/// `low` and the `spread` a draw scales, so that the delay is
+/// `low + spread * x / 2^64` (saturating), or `low` for a jitter that
+/// does not draw. The same value as [`delay`] for every exponent it
+/// [`covers`](Self::covers), without the exponent, the jitter's dispatch
+/// or `Percent`'s two multiplies and divisions per draw.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Steps {
+    steps: [(u64, u64); STEPS],
+    /// The cap in nanoseconds.
+    cap: u64,
+    draws: bool,
+    /// Every exponent from `STEPS - 1` on has the same delay (the cap is
+    /// reached by then, or the multiplier is 1).
+    stable: bool,
+}
+
+impl Steps {
+    /// The steps of `b`, when its base and cap are under 2^64 ns.
+    pub(crate) fn new(b: &Backoff) -> Option<Steps> {
+        let (base, cap) = (small_nanos(b.base)?, small_nanos(b.cap)?);
+        // As `delay`: below 2^64 ns the product is exact; at or above it,
+        // `cap`.
+        let ceiling = |n: u32| {
+            base.saturating_mul(u64::from(b.multiplier.saturating_pow(n)))
+                .min(cap)
+        };
+        let mut steps = [(0, 0); STEPS];
+        for (n, step) in (0u32..).zip(steps.iter_mut()) {
+            let d = ceiling(n);
+            // As `jitter_nanos`, with the draw's share left out.
+            *step = match b.jitter {
+                Jitter::None => (d, 0),
+                Jitter::Full => (0, d),
+                Jitter::Equal => {
+                    let half = d / 2;
+                    (d - half, half)
+                }
+                Jitter::Percent(p) => {
+                    let p = u64::from(p.min(100));
+                    (d - mul_div(d, p, 100), mul_div(d, 2 * p, 100))
+                }
+            };
+        }
+        Some(Steps {
+            steps,
+            cap,
+            draws: draws(b.jitter),
+            stable: b.multiplier == 1 || ceiling(STEPS as u32 - 1) == cap,
+        })
+    }
+
+    /// The cap in nanoseconds.
+    #[inline(always)]
+    pub(crate) fn cap(&self) -> u64 {
+        self.cap
+    }
+
+    /// Whether [`delay_nanos`](Self::delay_nanos) knows exponent `n`.
+    #[inline(always)]
+    pub(crate) fn covers(&self, n: u32) -> bool {
+        (n as usize) < STEPS || self.stable
+    }
+
+    /// [`delay`] in nanoseconds for an exponent `n` it
+    /// [`covers`](Self::covers), with one value from `draw` when the
+    /// jitter draws at all.
+    #[inline(always)]
+    pub(crate) fn delay_nanos(&self, n: u32, draw: impl FnOnce() -> u64) -> u64 {
+        let (low, spread) = self.steps[(n as usize).min(STEPS - 1)];
+        if self.draws {
+            low.saturating_add(scale(spread, draw()))
+        } else {
+            low
+        }
     }
 }
 
@@ -208,7 +295,8 @@ mod tests {
     }
 
     /// `delay` is `exponential` then `jitter`, drawing exactly when
-    /// `draws`, at the extremes too.
+    /// `draws`, at the extremes too; `delay_nanos` and `Steps` (for the
+    /// exponents it covers) give the same.
     #[test]
     fn delay_is_exponential_then_jitter() {
         let durations = [
@@ -237,7 +325,12 @@ mod tests {
                             cap,
                             jitter,
                         };
-                        for n in [0, 1, 5, 31, 64, u32::MAX] {
+                        let steps = Steps::new(&b);
+                        assert_eq!(
+                            steps.is_some(),
+                            small_nanos(base).is_some() && small_nanos(cap).is_some()
+                        );
+                        for n in [0, 1, 2, 3, 4, 5, 31, 64, u32::MAX] {
                             for x in [0, 1, 1 << 63, u64::MAX] {
                                 let mut drawn = 0;
                                 let got = delay(&b, n, || {
@@ -252,8 +345,26 @@ mod tests {
                                 if let (Some(base), Some(cap)) =
                                     (small_nanos(base), small_nanos(cap))
                                 {
-                                    let fast = delay_nanos(base, cap, multiplier, jitter, n, || x);
+                                    let fast = delay_nanos(
+                                        base,
+                                        cap,
+                                        multiplier,
+                                        jitter,
+                                        jitter == Jitter::Full,
+                                        n,
+                                        || x,
+                                    );
                                     assert_eq!(Duration::from_nanos(fast), want, "{b:?} n={n}");
+                                }
+                                if let Some(steps) = steps.filter(|s| s.covers(n)) {
+                                    let mut drawn = 0;
+                                    let fast = steps.delay_nanos(n, || {
+                                        drawn += 1;
+                                        x
+                                    });
+                                    assert_eq!(Duration::from_nanos(fast), want, "{b:?} n={n}");
+                                    assert_eq!(drawn, u32::from(draws(jitter)), "{b:?}");
+                                    assert_eq!(steps.cap(), small_nanos(cap).unwrap());
                                 }
                                 assert_eq!(drawn, u32::from(draws(jitter)), "{b:?}");
                             }

@@ -52,14 +52,15 @@ pub fn deadline_after(now: Instant, timeout: Duration) -> Instant {
 /// `RetryAfter`; the minimum: `Clamp`). `d` is within the automatic-wait
 /// cap (checked before), and the cap is at most the clamp's maximum, so
 /// clamping can only raise it. The one rule for the general decision
-/// ([`judge_with`]) and `RetryMachine`'s fast path.
+/// ([`judge_with`], over `Duration`s) and `RetryMachine`'s fast path (over
+/// nanoseconds, all under 2^64: the same order).
 #[inline(always)]
-pub(crate) fn over_backoff(
-    d: Duration,
-    min: Duration,
-    delay: Duration,
+pub(crate) fn over_backoff<T: Ord + Copy>(
+    d: T,
+    min: T,
+    delay: T,
     source: DelaySource,
-) -> (Duration, DelaySource) {
+) -> (T, DelaySource) {
     let clamped = d.max(min);
     if clamped <= delay {
         (delay, source)

@@ -157,6 +157,26 @@ pub(crate) fn delta_seconds(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// [`delta_seconds`] for a value of at most 19 digits (which cannot
+/// overflow 64 bits, so nothing saturates): `None` for anything else,
+/// longer values included. What `RetryMachine`'s fast path reads (issue
+/// 22); it leaves every other value to the general path.
+#[inline(always)]
+pub(crate) fn short_delta_seconds(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    let mut secs = 0u64;
+    for &b in v {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        secs = secs * 10 + u64::from(d);
+    }
+    Some(secs)
+}
+
 /// An HTTP-date (at most [`MAX_LEN`] bytes, already trimmed), with a leap
 /// second read as second 59 plus one second. No allocation: a leap date is
 /// rewritten in a buffer on the stack.
@@ -276,6 +296,40 @@ mod tests {
         assert_eq!(
             RetryAfter::parse(b"000000000000000000000000042"),
             Ok(RetryAfter::Delay(Duration::from_secs(42)))
+        );
+    }
+
+    /// `short_delta_seconds` is `delta_seconds` up to 19 bytes, and `None`
+    /// beyond.
+    #[test]
+    fn short_delta_seconds_is_delta_seconds_up_to_19_bytes() {
+        let values: [&[u8]; 14] = [
+            b"",
+            b"0",
+            b"2",
+            b"60",
+            b"007",
+            b" 2",
+            b"2 ",
+            b"1.5",
+            b"/",
+            b":",
+            b"9999999999999999999",
+            b"0000000000000000042",
+            b"18446744073709551615",
+            b"00000000000000000042",
+        ];
+        for v in values {
+            let want = if v.len() <= 19 {
+                super::delta_seconds(v)
+            } else {
+                None
+            };
+            assert_eq!(super::short_delta_seconds(v), want, "{v:?}");
+        }
+        assert_eq!(
+            super::short_delta_seconds(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
         );
     }
 

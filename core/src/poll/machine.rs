@@ -37,8 +37,11 @@ pub enum PollMode {
     Backoff,
 }
 
-/// Where a wait stands.
+/// Where a wait stands. An explicit tag rather than a niche in the
+/// instant's nanoseconds: `poll_action` reads one byte to dispatch
+/// (issue 22).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Phase {
     /// The next poll may be sent now.
     Ready,
@@ -223,6 +226,11 @@ pub struct PollMachine<R> {
     /// (`deadline - max_long_poll` in whole seconds, when representable):
     /// one comparison per send instead of a subtraction of instants.
     full_long_poll_until: Option<Instant>,
+    /// The wait parameter of a long poll with the whole `max_long_poll`
+    /// left (as [`wait_param`] gives it, kept).
+    full_long_poll: Option<u32>,
+    /// `min_long_poll_interval` when it is not zero, kept.
+    interval: Option<Duration>,
     last_now: Instant,
     /// Polls sent so far; the next poll's `SendId::attempt`.
     sent: u32,
@@ -233,11 +241,11 @@ pub struct PollMachine<R> {
     roomy_until: Option<Instant>,
     /// [`Self::room`] of the policy, kept (a few saturating additions).
     room: Duration,
-    /// What [`plan_next`](Self::plan_next) may assume was left before the
-    /// deadline when the latest poll was sent: `room` when it was sent by
-    /// `roomy_until`, else zero. A lower bound that spares the planning of
-    /// most polls a subtraction of instants (issue 22).
-    left_at_send: Duration,
+    /// Whether the latest poll was sent by `roomy_until`: then
+    /// [`plan_next`](Self::plan_next) may assume `room` was left before the
+    /// deadline at the send (else nothing). A lower bound that spares the
+    /// planning of most polls a subtraction of instants (issue 22).
+    roomy_send: bool,
     /// How long after a roomy send an answer may come and still be planned
     /// by [`answer_fast`](Self::answer_fast), per mode (long poll, backoff);
     /// `None` turns the fast path off (the tests compare both).
@@ -246,13 +254,18 @@ pub struct PollMachine<R> {
     /// by `roomy_until` (and representable): until then a pending answer
     /// is planned without a subtraction of instants (issue 22).
     fast_until: Option<Instant>,
-    /// The backoff's base and cap in nanoseconds, when both are under
-    /// `backoff::SMALL_SECS`: the fast path's schedule without converting
-    /// them per draw.
-    backoff_nanos: Option<(u64, u64)>,
-    /// `last_send_at + min_long_poll_interval` of a long poll in flight
-    /// (when representable): an answer from then on is polled again at once.
-    interval_at: Option<Instant>,
+    /// The backoff's first steps, when its base and cap are under
+    /// `backoff::SMALL_SECS`: the fast path's schedule without working
+    /// out the exponent and the jitter's range per draw.
+    steps: Option<backoff::Steps>,
+    /// From this instant on an answer to the poll in flight may be planned
+    /// by [`answer_fast`](Self::answer_fast) (read only while `fast_until`
+    /// is set): `last_send_at + min_long_poll_interval` for a long poll
+    /// (an answer from then on is polled again at once), `last_send_at`
+    /// in backoff mode; raised to every later `now` the general path
+    /// sees, so it is never before `last_now` and one comparison serves
+    /// both (issue 22).
+    fast_from: Instant,
     /// The wait parameter of the poll in flight (or the latest), if any.
     long_in_flight: Option<u32>,
     /// The one final poll pulled in ahead of the schedule has been sent.
@@ -269,6 +282,12 @@ pub struct PollMachine<R> {
     /// decision writes its fields in place.
     record: AttemptRecord,
     record_fresh: bool,
+}
+
+/// The wait parameter for `secs` whole seconds of long poll: `None` under
+/// one (`waitSeconds=0` would be a busy loop, so a plain poll instead).
+fn wait_param(secs: u64) -> Option<u32> {
+    (secs > 0).then(|| u32::try_from(secs).unwrap_or(u32::MAX))
 }
 
 impl<R: Rng> PollMachine<R> {
@@ -338,14 +357,15 @@ impl<R: Rng> PollMachine<R> {
             abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),
             full_long_poll_until: deadline
                 .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
+            full_long_poll: wait_param(policy.max_long_poll.as_secs()),
+            interval: Some(policy.min_long_poll_interval).filter(|d| !d.is_zero()),
             roomy_until: deadline.checked_sub(Self::room(&policy)),
             room: Self::room(&policy),
             fast_span: Self::fast_span(&policy),
             fast_until: None,
-            backoff_nanos: backoff::small_nanos(policy.backoff.base)
-                .zip(backoff::small_nanos(policy.backoff.cap)),
-            interval_at: None,
-            left_at_send: Duration::ZERO,
+            steps: backoff::Steps::new(&policy.backoff),
+            fast_from: now,
+            roomy_send: false,
             mode: if policy.long_poll_first {
                 PollMode::LongPoll
             } else {
@@ -364,7 +384,11 @@ impl<R: Rng> PollMachine<R> {
             scheduled: 0,
             phase: Phase::Ready,
             notice: None,
-            record: AttemptRecord::EMPTY,
+            // The request and the item (0) never change: written once.
+            record: AttemptRecord {
+                request: request.id,
+                ..AttemptRecord::EMPTY
+            },
             record_fresh: false,
         })
     }
@@ -394,8 +418,17 @@ impl<R: Rng> PollMachine<R> {
         {
             return;
         }
+        self.handle_general(now, &event);
+    }
+
+    /// [`handle`](Self::handle) for every event the fast path leaves: out
+    /// of line, so that the fast path's caller keeps few registers and a
+    /// small frame (issue 22).
+    #[inline(never)]
+    fn handle_general(&mut self, now: Instant, event: &Event<'_>) {
         let now = now.max(self.last_now);
         self.last_now = now;
+        self.fast_from = self.fast_from.max(now);
         if let Phase::Done(_) = self.phase {
             return;
         }
@@ -406,11 +439,11 @@ impl<R: Rng> PollMachine<R> {
             }
             Event::Tick => {}
             // By reference: no copy of the answer's header slots.
-            Event::Response(ref r) => {
+            Event::Response(r) => {
                 self.on_reply(now, r.id, Reply::Status(r.status), Some(r));
             }
             Event::TransportError(id, kind) => {
-                self.on_reply(now, id, Reply::Transport(kind), None);
+                self.on_reply(now, *id, Reply::Transport(*kind), None);
             }
         }
         match self.phase {
@@ -455,29 +488,35 @@ impl<R: Rng> PollMachine<R> {
         match self.phase {
             Phase::Ready => {
                 let now = self.last_now;
-                if now >= self.deadline {
+                // A roomy send (by `deadline - room`, room > 0) is before
+                // the deadline and has the whole `max_long_poll` left
+                // (room > max_long_poll): neither needs its comparison.
+                let roomy = matches!(self.roomy_until, Some(until) if now <= until);
+                if !roomy && now >= self.deadline {
                     return self.stop(Outcome::TimedOut { needed: None });
                 }
-                let roomy = matches!(self.roomy_until, Some(until) if now <= until);
                 let long_poll = match self.mode {
                     PollMode::Backoff => {
                         self.fast_until = match self.fast_span[1] {
                             Some(span) if roomy => later(now, span),
                             _ => None,
                         };
+                        self.fast_from = now;
                         None
                     }
+                    PollMode::LongPoll if roomy => {
+                        let from = match self.interval {
+                            None => Some(now),
+                            Some(interval) => later(now, interval),
+                        };
+                        (self.fast_until, self.fast_from) = match (self.fast_span[0], from) {
+                            (Some(span), Some(from)) => (later(now, span), from),
+                            _ => (None, now),
+                        };
+                        self.full_long_poll
+                    }
                     PollMode::LongPoll => {
-                        self.fast_until = match self.fast_span[0] {
-                            Some(span) if roomy => later(now, span),
-                            _ => None,
-                        };
-                        let interval = self.policy.min_long_poll_interval;
-                        self.interval_at = if interval.is_zero() {
-                            Some(now)
-                        } else {
-                            later(now, interval)
-                        };
+                        (self.fast_until, self.fast_from) = (None, now);
                         let max = self.policy.max_long_poll.as_secs();
                         let secs = match self.full_long_poll_until {
                             // `deadline - now >= max` whole seconds.
@@ -486,7 +525,7 @@ impl<R: Rng> PollMachine<R> {
                         };
                         // Under one whole second left: `waitSeconds=0` would
                         // be a busy loop, so a final plain poll.
-                        (secs > 0).then(|| u32::try_from(secs).unwrap_or(u32::MAX))
+                        wait_param(secs)
                     }
                 };
                 self.long_in_flight = long_poll;
@@ -496,7 +535,7 @@ impl<R: Rng> PollMachine<R> {
                 };
                 self.sent = self.sent.saturating_add(1);
                 self.last_send_at = now;
-                self.left_at_send = if roomy { self.room } else { Duration::ZERO };
+                self.roomy_send = roomy;
                 self.phase = Phase::InFlight(id.attempt);
                 Action::Send(SendPlan {
                     id,

@@ -17,6 +17,10 @@ use crate::record::{AttemptRecord, DelaySource, PlannedDelay, RetryAfterNote};
 use crate::request::RequestInfo;
 use crate::retry_after;
 
+/// The longest server delay the fast path takes, in whole seconds: under
+/// 2^64 ns.
+const MAX_SECS: u64 = u64::MAX / 1_000_000_000 - 1;
+
 /// A backoff in nanoseconds, as [`backoff::delay_nanos`] takes it.
 #[derive(Clone, Copy, Debug)]
 struct FastBackoff {
@@ -24,15 +28,20 @@ struct FastBackoff {
     cap: u64,
     multiplier: u32,
     jitter: Jitter,
+    /// `jitter == Jitter::Full`.
+    full: bool,
 }
 
 impl FastBackoff {
     fn of(b: &crate::policy::Backoff) -> Option<FastBackoff> {
+        let cap = backoff::small_nanos(b.cap)?;
         Some(FastBackoff {
-            base: backoff::small_nanos(b.base)?,
-            cap: backoff::small_nanos(b.cap)?,
+            // At most the cap, as `delay_nanos` takes it (the same delays).
+            base: backoff::small_nanos(b.base)?.min(cap),
+            cap,
             multiplier: b.multiplier,
             jitter: b.jitter,
+            full: b.jitter == Jitter::Full,
         })
     }
 }
@@ -58,10 +67,12 @@ pub(crate) struct FastPath {
     backoff: [FastBackoff; 2],
     /// The retry budget of each class, by index.
     max: [u32; 2],
-    /// `retry_after.min`.
-    min: Duration,
+    /// `retry_after.min` in nanoseconds.
+    min: u64,
     /// Whole seconds of `retry_after.auto_wait_cap`: a delay of whole
-    /// seconds is over the cap exactly when its seconds are.
+    /// seconds is over the cap exactly when its seconds are. At most
+    /// `MAX_SECS` (a longer delay is left to the general path), so that
+    /// a server's delay is under 2^64 ns.
     auto_wait_cap_secs: u64,
     /// `backoff_when_budget_empty`.
     linger: bool,
@@ -83,14 +94,16 @@ impl FastPath {
             && policy.max_total_retries.is_none()
             && policy.backoff_exponent == BackoffExponent::ClassRetries
             && policy.retry_after_ms.is_none();
+        let min = backoff::small_nanos(policy.retry_after.min);
         let (on, backoff) = match (limited, server) {
-            (Some(l), Some(s)) if on => (true, [l, s]),
+            (Some(l), Some(s)) if on && min.is_some() => (true, [l, s]),
             _ => {
                 let off = FastBackoff {
                     base: 0,
                     cap: 0,
                     multiplier: 1,
                     jitter: Jitter::None,
+                    full: false,
                 };
                 (false, [off, off])
             }
@@ -104,8 +117,8 @@ impl FastPath {
                 policy.max_retries.of(RetryClass::RateLimited),
                 policy.max_retries.of(RetryClass::ServerError),
             ],
-            min: policy.retry_after.min,
-            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs(),
+            min: min.unwrap_or(0),
+            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
             linger: policy.backoff_when_budget_empty,
         }
     }
@@ -146,7 +159,11 @@ pub(crate) struct RetryState {
     pub(crate) sent: u32,
     pub(crate) spent: Spent,
     phase: Phase,
-    record: Option<AttemptRecord>,
+    /// The record of the latest answered attempt; `record_fresh` says it
+    /// has not been taken yet. Kept whole, not in an `Option`: its request
+    /// and item never change, so a decision writes only the rest (issue 22).
+    record: AttemptRecord,
+    record_fresh: bool,
 }
 
 impl RetryState {
@@ -166,7 +183,12 @@ impl RetryState {
             sent: 0,
             spent: Spent::default(),
             phase: Phase::Ready,
-            record: None,
+            record: AttemptRecord {
+                request: request.id,
+                id: SendId { item, attempt: 0 },
+                ..AttemptRecord::EMPTY
+            },
+            record_fresh: false,
         }
     }
 
@@ -184,7 +206,7 @@ impl RetryState {
     }
 
     pub(crate) fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.record.take()
+        std::mem::take(&mut self.record_fresh).then_some(self.record)
     }
 
     pub(crate) fn in_flight(&self) -> bool {
@@ -286,15 +308,14 @@ impl RetryState {
             self.last_now = now;
             budget.deposit(self.spent.last_cost());
             let o = Outcome::Succeeded { status };
-            self.record = Some(AttemptRecord {
-                request: self.request.id,
-                id,
-                reply,
-                class: None,
-                retry_after: RetryAfterNote::Absent,
-                next: None,
-                outcome: Some(o),
-            });
+            self.record_fresh = true;
+            let record = &mut self.record;
+            record.id.attempt = id.attempt;
+            record.reply = reply;
+            record.class = None;
+            record.retry_after = RetryAfterNote::Absent;
+            record.next = None;
+            record.outcome = Some(o);
             self.phase = Phase::Done(o);
             return true;
         }
@@ -314,37 +335,34 @@ impl RetryState {
         // `Retry-After`: all digits (within the cap), else the general path.
         let server = match r.retry_after {
             None => None,
-            Some(v) => match retry_after::delta_seconds(v) {
-                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(Duration::from_secs(secs)),
+            Some(v) => match retry_after::short_delta_seconds(v) {
+                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(secs),
                 _ => return false,
             },
         };
         // Decided from here on: the delay draws from `rng`.
         self.last_now = now;
         let b = &fast.backoff[c];
-        let mut delay = Duration::from_nanos(backoff::delay_nanos(
-            b.base,
-            b.cap,
-            b.multiplier,
-            b.jitter,
-            n,
-            || rng.next_u64(),
-        ));
+        let mut delay =
+            backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
+                rng.next_u64()
+            });
         let mut source = DelaySource::Backoff;
         let mut note = RetryAfterNote::Absent;
-        if let Some(d) = server {
-            note = RetryAfterNote::Valid(d);
-            (delay, source) = over_backoff(d, fast.min, delay, source);
+        if let Some(secs) = server {
+            note = RetryAfterNote::Valid(Duration::from_secs(secs));
+            // In nanoseconds: no comparisons of `Duration`s.
+            (delay, source) = over_backoff(secs * 1_000_000_000, fast.min, delay, source);
         }
-        let record = self.record.insert(AttemptRecord {
-            request: self.request.id,
-            id,
-            reply,
-            class: Some(class),
-            retry_after: note,
-            next: None,
-            outcome: None,
-        });
+        let delay = Duration::from_nanos(delay);
+        self.record_fresh = true;
+        let record = &mut self.record;
+        record.id.attempt = id.attempt;
+        record.reply = reply;
+        record.class = Some(class);
+        record.retry_after = note;
+        record.next = None;
+        record.outcome = None;
         let send_at = later(now, delay);
         let Some(send_at) = send_at.filter(|t| *t < self.deadline) else {
             let o = Outcome::TimedOut { needed: send_at };
@@ -395,15 +413,14 @@ impl RetryState {
         }
         // Written in place: the record is the machine's (no 120-byte copy
         // at the end).
-        let record = self.record.insert(AttemptRecord {
-            request: self.request.id,
-            id,
-            reply,
-            class: None,
-            retry_after: RetryAfterNote::Absent,
-            next: None,
-            outcome: None,
-        });
+        self.record_fresh = true;
+        let record = &mut self.record;
+        record.id.attempt = id.attempt;
+        record.reply = reply;
+        record.class = None;
+        record.retry_after = RetryAfterNote::Absent;
+        record.next = None;
+        record.outcome = None;
         let stale = match (self.request.generation, response.and_then(|r| r.generation)) {
             (Some(mine), Some(current)) => mine != current,
             _ => false,

@@ -236,16 +236,17 @@ impl<R: Rng> PollMachine<R> {
         // `rtt + rtt`, not `rtt * 2`: the same value (both saturate), without
         // the multiply's carry of nanoseconds into seconds by division.
         let lead = rtt.saturating_add(rtt).max(FINAL_LEAD_FLOOR);
-        // Most polls: the poll was sent with at least `left_at_send` before
+        // Most polls: the poll was sent with at least `room` before
         // the deadline, and `since_send + delay + lead` fits in it, so
         // `now + delay <= deadline - lead` (both representable): the
         // schedule's poll is answered in time, as the comparison of instants
         // below would find, without its subtraction (nor, for a poll due at
         // once, the addition).
-        if since_send
-            .checked_add(delay)
-            .and_then(|d| d.checked_add(lead))
-            .is_some_and(|d| d <= self.left_at_send)
+        if self.roomy_send
+            && since_send
+                .checked_add(delay)
+                .and_then(|d| d.checked_add(lead))
+                .is_some_and(|d| d <= self.room)
             && let Some(due) = if delay.is_zero() {
                 Some(now)
             } else {

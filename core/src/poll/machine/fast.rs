@@ -15,7 +15,7 @@ use crate::backoff;
 use crate::decide::{Spent, later};
 use crate::input::{JobReport, Reply, Response};
 use crate::outcome::Outcome;
-use crate::record::{AttemptRecord, DelaySource, RetryAfterNote};
+use crate::record::{DelaySource, RetryAfterNote};
 
 use super::{Phase, PollMachine, PollMode};
 
@@ -29,9 +29,12 @@ impl<R: Rng> PollMachine<R> {
         let Some(until) = self.fast_until else {
             return false;
         };
+        // `fast_from >= last_now`: time has not gone backwards either; and
+        // a long poll answered before the least interval (which waits out
+        // the rest of it) is left to the general path.
         if !matches!(self.phase, Phase::InFlight(a) if a == r.id.attempt)
             || r.id.item != 0
-            || now < self.last_now
+            || now < self.fast_from
             || now > until
         {
             return false;
@@ -51,24 +54,20 @@ impl<R: Rng> PollMachine<R> {
         {
             return false;
         }
-        // A long poll answered before the least interval waits out the
-        // rest of it: left to the general path.
-        if self.mode == PollMode::LongPoll && self.interval_at.is_none_or(|at| now < at) {
-            return false;
-        }
         self.last_now = now;
-        self.record = AttemptRecord {
-            request: self.request.id,
-            id: r.id,
-            reply: Reply::Status(r.status),
-            class: None,
-            retry_after: RetryAfterNote::Absent,
-            next: None,
-            outcome: None,
-        };
+        // In place, but for the request and the item (0), which the
+        // record keeps from construction.
+        let record = &mut self.record;
+        record.id.attempt = r.id.attempt;
+        record.reply = Reply::Status(r.status);
+        record.class = None;
+        record.retry_after = RetryAfterNote::Absent;
+        record.outcome = None;
+        // `next`: by each way out below, once.
         self.record_fresh = true;
         if let Some(state) = self.policy.terminal_states.find(name) {
             let o = Outcome::Terminal { state };
+            self.record.next = None;
             self.record.outcome = Some(o);
             self.finish(o);
             return true;
@@ -84,19 +83,12 @@ impl<R: Rng> PollMachine<R> {
                 let rng = &mut self.rng;
                 let draw = || rng.next_u64();
                 // The same value as `backoff::delay` (both under 2^64 ns).
-                let (d, capped) = match self.backoff_nanos {
-                    Some((base, cap)) => {
-                        let n = backoff::delay_nanos(
-                            base,
-                            cap,
-                            b.multiplier,
-                            b.jitter,
-                            self.scheduled,
-                            draw,
-                        );
-                        (Duration::from_nanos(n), n <= cap)
+                let (d, capped) = match &self.steps {
+                    Some(steps) if steps.covers(self.scheduled) => {
+                        let n = steps.delay_nanos(self.scheduled, draw);
+                        (Duration::from_nanos(n), n <= steps.cap())
                     }
-                    None => {
+                    _ => {
                         let d = backoff::delay(b, self.scheduled, draw);
                         (d, d <= b.cap)
                     }
@@ -110,6 +102,7 @@ impl<R: Rng> PollMachine<R> {
                     // A jitter over the cap (or an instant out of range):
                     // planned as the general path plans it.
                     _ => {
+                        self.record.next = None;
                         let since_send = now.saturating_duration_since(self.last_send_at);
                         if let Some(o) = self.plan_next(now, since_send, d, None) {
                             self.record.outcome = Some(o);
