@@ -10,6 +10,7 @@ use polite_client::{
     BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, RedirectPolicy, Transport,
     TransportError, request_info,
 };
+use polite_core::policy::StatusSet;
 use polite_core::{RetryPolicy, TransportErrorKind};
 use reqwest_middleware::{Middleware, Next};
 
@@ -197,123 +198,160 @@ where
     T: Transport + Send + Sync + 'static,
     T::Sending: Unpin,
 {
-    async fn handle(
-        &self,
+    /// The signature `async_trait` gives `async fn handle`, written out: an
+    /// `async fn` keeps each by-value argument (the request, `next`) twice
+    /// in its future (as the argument and as the local it is bound to), and
+    /// the future is boxed, that is copied whole, per call. `call`'s
+    /// `async` block keeps them once.
+    fn handle<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
         req: reqwest::Request,
-        extensions: &mut http::Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<reqwest::Response> {
-        let buffered = match req.body() {
-            None => Some(Bytes::new()),
-            Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
-        };
-        // What the first attempt is sent as, without headers or body: the
-        // caller's method, URL, version and timeout, so that its URL is not
-        // formatted and parsed again (`like_proto`).
-        let first = buffered.as_ref().map(|_| {
-            let timeout = req.timeout().copied();
-            (
-                req.method().clone(),
-                req.url().clone(),
-                req.version(),
-                timeout,
-            )
-        });
-        let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
-        // That is the caller's request when its extensions hold nothing but
-        // the timeout (reqwest keeps them private: it cannot be given
-        // others). Else the first attempt is built from polite's copy with
-        // the extensions, as a retry is.
-        let proto = first
-            .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
-            .map(|(method, url, version, timeout)| {
-                let mut proto = reqwest::Request::new(method, url);
-                *proto.version_mut() = version;
-                if timeout.is_some() {
-                    *proto.timeout_mut() = timeout;
+        extensions: &'life1 mut http::Extensions,
+        next: Next<'life2>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<Output = reqwest_middleware::Result<reqwest::Response>>
+                + Send
+                + 'async_trait,
+        >,
+    >
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.call(req, extensions, next))
+    }
+}
+
+impl<T> PoliteMiddleware<T>
+where
+    T: Transport + Send + Sync + 'static,
+    T::Sending: Unpin,
+{
+    /// One call through the middleware (see [`handle`](Middleware::handle)).
+    #[allow(clippy::manual_async_fn)] // an `async fn` would hold its arguments twice
+    fn call<'a>(
+        &'a self,
+        req: reqwest::Request,
+        extensions: &'a mut http::Extensions,
+        next: Next<'a>,
+    ) -> impl Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a {
+        async move {
+            let buffered = match req.body() {
+                None => Some(Bytes::new()),
+                Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
+            };
+            // What the first attempt is sent as, without headers or body: the
+            // caller's method, URL, version and timeout, so that its URL is not
+            // formatted and parsed again (`like_proto`).
+            let first = buffered.as_ref().map(|_| {
+                let timeout = req.timeout().copied();
+                (
+                    req.method().clone(),
+                    req.url().clone(),
+                    req.version(),
+                    timeout,
+                )
+            });
+            let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
+            // That is the caller's request when its extensions hold nothing but
+            // the timeout (reqwest keeps them private: it cannot be given
+            // others). Else the first attempt is built from polite's copy with
+            // the extensions, as a retry is.
+            let proto = first
+                .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
+                .map(|(method, url, version, timeout)| {
+                    let mut proto = reqwest::Request::new(method, url);
+                    *proto.version_mut() = version;
+                    if timeout.is_some() {
+                        *proto.timeout_mut() = timeout;
+                    }
+                    proto
+                });
+            let mut options = extensions
+                .get::<CallOptions>()
+                .or_else(|| parts.extensions.get::<CallOptions>())
+                .cloned()
+                .unwrap_or_default();
+            let policy = options.retry.unwrap_or(self.client.config().retry);
+            let (template, once, request_extensions) = match buffered {
+                Some(bytes) => {
+                    // Kept for the attempts not sent from `proto`; polite's copy
+                    // of the request needs only its options.
+                    let own = std::mem::take(&mut parts.extensions);
+                    (http::Request::from_parts(parts, bytes), None, own)
                 }
-                proto
-            });
-        let mut options = extensions
-            .get::<CallOptions>()
-            .or_else(|| parts.extensions.get::<CallOptions>())
-            .cloned()
-            .unwrap_or_default();
-        let policy = options.retry.unwrap_or(self.client.config().retry);
-        let (template, once, request_extensions) = match buffered {
-            Some(bytes) => {
-                // Kept for the attempts not sent from `proto`; polite's copy
-                // of the request needs only its options.
-                let own = std::mem::take(&mut parts.extensions);
-                (http::Request::from_parts(parts, bytes), None, own)
+                None => {
+                    let own = parts.extensions.clone();
+                    let template = http::Request::from_parts(parts.clone(), Bytes::new());
+                    let stream =
+                        reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
+                    (template, Some(stream), own)
+                }
+            };
+            let read_whole = if once.is_some() {
+                // Sent once: nothing is retried, nothing needs reading whole.
+                options.retry = Some(RetryPolicy {
+                    max_total_retries: Some(0),
+                    ..policy
+                });
+                None
+            } else if request_info(0, &template).is_replayable() {
+                Some(ReadWhole::of(&policy))
+            } else {
+                None
+            };
+            let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
+            let streamed = once.is_some();
+            let transport = NextTransport {
+                next,
+                extensions: &shared,
+                request_extensions,
+                template: UriText::of(template.uri()),
+                proto: Mutex::new(proto),
+                once: Mutex::new(once),
+                streamed,
+                read_whole,
+                max_body: self.max_body,
+            };
+            // The options go to the call as they are, not through the
+            // request's extensions (a map allocated only to be read back).
+            let ended = self
+                .client
+                .send_via_with(&transport, template, &options)
+                .await;
+            drop(transport);
+            *extensions = shared.into_inner();
+            let (response, outcome) = match ended {
+                Ok(response) => (response, None),
+                Err(e) => match e.into_answer() {
+                    Ok((response, outcome)) => (response, Some(outcome)),
+                    Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
+                },
+            };
+            let (mut parts, bytes) = response.into_parts();
+            let live = parts
+                .extensions
+                .remove::<Passthrough>()
+                .and_then(|p| p.take());
+            let mut response = match live {
+                Some(mut live) => {
+                    // The headers and the extensions went through polite (it
+                    // read the headers there; the extensions carried the
+                    // response).
+                    *live.headers_mut() = parts.headers;
+                    *live.extensions_mut() = parts.extensions;
+                    live
+                }
+                None => reqwest::Response::from(http::Response::from_parts(parts, bytes)),
+            };
+            if let Some(outcome) = outcome {
+                response.extensions_mut().insert(outcome);
             }
-            None => {
-                let own = parts.extensions.clone();
-                let template = http::Request::from_parts(parts.clone(), Bytes::new());
-                let stream = reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
-                (template, Some(stream), own)
-            }
-        };
-        let read_whole = if once.is_some() {
-            // Sent once: nothing is retried, nothing needs reading whole.
-            options.retry = Some(RetryPolicy {
-                max_total_retries: Some(0),
-                ..policy
-            });
-            None
-        } else if request_info(0, &template).is_replayable() {
-            Some(policy)
-        } else {
-            None
-        };
-        let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
-        let streamed = once.is_some();
-        let transport = NextTransport {
-            next,
-            extensions: &shared,
-            request_extensions,
-            template: UriText::of(template.uri()),
-            proto: Mutex::new(proto),
-            once: Mutex::new(once),
-            streamed,
-            read_whole,
-            max_body: self.max_body,
-        };
-        // The options go to the call as they are, not through the
-        // request's extensions (a map allocated only to be read back).
-        let ended = self
-            .client
-            .send_via_with(&transport, template, &options)
-            .await;
-        drop(transport);
-        *extensions = shared.into_inner();
-        let (response, outcome) = match ended {
-            Ok(response) => (response, None),
-            Err(e) => match e.into_answer() {
-                Ok((response, outcome)) => (response, Some(outcome)),
-                Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
-            },
-        };
-        let (mut parts, bytes) = response.into_parts();
-        let live = parts
-            .extensions
-            .remove::<Passthrough>()
-            .and_then(|p| p.take());
-        let mut response = match live {
-            Some(mut live) => {
-                // The headers and the extensions went through polite (it
-                // read the headers there; the extensions carried the
-                // response).
-                *live.headers_mut() = parts.headers;
-                *live.extensions_mut() = parts.extensions;
-                live
-            }
-            None => reqwest::Response::from(http::Response::from_parts(parts, bytes)),
-        };
-        if let Some(outcome) = outcome {
-            response.extensions_mut().insert(outcome);
+            Ok(response)
         }
-        Ok(response)
     }
 }
 
@@ -348,9 +386,10 @@ struct NextTransport<'a> {
     /// A request with a streaming body, sent once.
     once: Mutex<Option<reqwest::Request>>,
     streamed: bool,
-    /// The call's retry rules when it may be retried: its retryable answers
-    /// are read whole; `None`: every answer is handed back unread.
-    read_whole: Option<RetryPolicy>,
+    /// When the call may be retried, the statuses of its retry rules: its
+    /// retryable answers are read whole; `None`: every answer is handed
+    /// back unread.
+    read_whole: Option<ReadWhole>,
     max_body: usize,
 }
 
@@ -461,14 +500,21 @@ impl<'a> NextTransport<'a> {
         let next = self.next.clone();
         let extensions = self.extensions;
         let (read_whole, max_body) = (self.read_whole, self.max_body);
+        // Small (under glibc's 1 KiB thread cache, as its box): an answer
+        // read whole is read by a future boxed apart (`read_answer`), only
+        // for the statuses polite may retry.
         let attempt = async move {
             let request = request?;
-            let mut extensions = extensions.lock().await;
-            let response = next
-                .run(request, &mut extensions)
-                .await
-                .map_err(middleware_error)?;
-            answer(response, read_whole, max_body).await
+            let response = {
+                let mut extensions = extensions.lock().await;
+                next.run(request, &mut extensions)
+                    .await
+                    .map_err(middleware_error)?
+            };
+            match answer(response, read_whole) {
+                Ok(out) => Ok(out),
+                Err(response) => Box::pin(read_answer(response, max_body)).await,
+            }
         };
         // Boxed apart: a supervised attempt's box holds no timer.
         let Some(abort_at) = abort_at else {
@@ -484,28 +530,43 @@ impl<'a> NextTransport<'a> {
     }
 }
 
-/// An attempt's answer for polite: read whole when polite may retry it
-/// (its body then comes back with it), else its status and headers with
-/// the live response kept aside, unread.
-async fn answer(
-    mut response: reqwest::Response,
-    read_whole_by: Option<RetryPolicy>,
-    max_body: usize,
-) -> Result<http::Response<Bytes>, TransportError> {
-    let status = response.status();
-    if read_whole_by.is_some_and(|p| p.class_of(status.as_u16()).is_some()) {
-        let url = response.url().clone();
-        let extensions = std::mem::take(response.extensions_mut());
-        let mut out = read_whole(response, max_body).await?;
-        out.extensions_mut().extend(extensions);
-        // reqwest keeps an answer's URL in a private extension that only
-        // its response builder can set.
-        let with_url = reqwest::ResponseBuilderExt::url(http::Response::builder(), url).body(());
-        if let Ok(with_url) = with_url {
-            out.extensions_mut()
-                .extend(with_url.into_parts().0.extensions);
+/// The statuses whose answers an attempt reads whole: those polite may
+/// retry (the two status sets of the call's [`RetryPolicy`], what
+/// [`RetryPolicy::class_of`] reads), 64 bytes where the whole policy is
+/// several hundred, in the call's and every attempt's future.
+#[derive(Clone, Copy, Debug)]
+struct ReadWhole {
+    rate_limited: StatusSet,
+    server_error: StatusSet,
+}
+
+impl ReadWhole {
+    fn of(policy: &RetryPolicy) -> ReadWhole {
+        ReadWhole {
+            rate_limited: policy.rate_limited_statuses,
+            server_error: policy.server_error_statuses,
         }
-        return Ok(out);
+    }
+
+    /// Whether an answer of `status` is read whole: as
+    /// `policy.class_of(status).is_some()`.
+    fn wants(self, status: u16) -> bool {
+        self.rate_limited.contains(status) || self.server_error.contains(status)
+    }
+}
+
+/// An attempt's answer for polite when it is handed back unread: its status
+/// and headers, with the live response kept aside; `Err(response)` when
+/// polite may retry it (`read_whole_by`'s statuses), to be read whole by
+/// [`read_answer`].
+#[allow(clippy::result_large_err)]
+fn answer(
+    mut response: reqwest::Response,
+    read_whole_by: Option<ReadWhole>,
+) -> Result<http::Response<Bytes>, reqwest::Response> {
+    let status = response.status();
+    if read_whole_by.is_some_and(|r| r.wants(status.as_u16())) {
+        return Err(response);
     }
     let mut out = http::Response::new(Bytes::new());
     *out.status_mut() = status;
@@ -517,6 +578,26 @@ async fn answer(
     let mut extensions = std::mem::take(response.extensions_mut());
     extensions.insert(Passthrough(std::sync::Arc::new(Mutex::new(Some(response)))));
     *out.extensions_mut() = extensions;
+    Ok(out)
+}
+
+/// An answer polite may retry, read whole (its body then comes back with
+/// it), with its extensions and URL.
+async fn read_answer(
+    mut response: reqwest::Response,
+    max_body: usize,
+) -> Result<http::Response<Bytes>, TransportError> {
+    let url = response.url().clone();
+    let extensions = std::mem::take(response.extensions_mut());
+    let mut out = read_whole(response, max_body).await?;
+    out.extensions_mut().extend(extensions);
+    // reqwest keeps an answer's URL in a private extension that only its
+    // response builder can set.
+    let with_url = reqwest::ResponseBuilderExt::url(http::Response::builder(), url).body(());
+    if let Ok(with_url) = with_url {
+        out.extensions_mut()
+            .extend(with_url.into_parts().0.extensions);
+    }
     Ok(out)
 }
 
@@ -539,6 +620,28 @@ fn middleware_error(e: reqwest_middleware::Error) -> TransportError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An attempt reads whole exactly the answers its retry rules class
+    /// (what `RetryPolicy::class_of` says), for the default rules and for
+    /// rules of other statuses.
+    #[test]
+    fn read_whole_wants_the_statuses_the_policy_classes() {
+        let custom = RetryPolicy {
+            rate_limited_statuses: StatusSet::of(&[420, 429]),
+            server_error_statuses: StatusSet::of(&[500, 599]),
+            ..RetryPolicy::default()
+        };
+        for policy in [RetryPolicy::default(), custom] {
+            let read = ReadWhole::of(&policy);
+            for status in 0..=1000 {
+                assert_eq!(
+                    read.wants(status),
+                    policy.class_of(status).is_some(),
+                    "{status}"
+                );
+            }
+        }
+    }
 
     /// A clone of the template's URI (what polite sends as the first
     /// attempt) is recognised; the same text parsed anew, another scheme,

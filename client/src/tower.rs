@@ -101,6 +101,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use polite_core::policy::StatusSet;
 use polite_core::{RetryPolicy, TransportErrorKind};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -390,11 +391,16 @@ where
 
 /// One call: buffer the body (or keep it to send once), run it through the
 /// client over the inner service, and turn the end into a response.
-async fn respond<S, R, T, B, RB>(
+///
+/// An `async` block, not an `async fn`: an `async fn` keeps each by-value
+/// argument twice in its future (as the argument and as the local it is
+/// bound to), and this future is boxed, that is copied whole, per call.
+#[allow(clippy::manual_async_fn)] // an `async fn` would hold its arguments twice
+fn respond<S, R, T, B, RB>(
     layer: PoliteLayer<R, T>,
     service: S,
     request: http::Request<B>,
-) -> Result<http::Response<PoliteBody<RB>>, Error>
+) -> impl Future<Output = Result<http::Response<PoliteBody<RB>>, Error>>
 where
     R: Runtime,
     R::Clock: Send + 'static,
@@ -411,61 +417,88 @@ where
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    let (parts, body) = request.into_parts();
-    let (bytes, once) = match buffer(body, layer.replay_limit).await {
-        Ok(bytes) => (bytes, None),
-        Err(stream) => (Bytes::new(), Some(stream)),
-    };
-    let template = http::Request::from_parts(parts, bytes);
-    let mut options = CallOptions::of(&template);
-    let policy = options.retry.unwrap_or(layer.client.config().retry);
-    let read_whole = if once.is_some() {
-        // Sent once: nothing will be retried, so nothing is read whole.
-        options.retry = Some(RetryPolicy {
-            max_total_retries: Some(0),
-            ..policy
-        });
-        None
-    } else if request_info(0, &template).is_replayable() {
-        Some(policy)
-    } else {
-        None
-    };
-    let streamed = once.is_some();
-    let via = Via::<S, B, R> {
-        state: Mutex::new(ViaState {
-            service,
-            once,
-            streamed,
-        }),
-        extensions: template.extensions().clone(),
-        max_body: layer.max_body,
-        read_whole,
-        runtime: std::marker::PhantomData,
-    };
-    // The options as read above, not looked up in the extensions again.
-    let ended = layer
-        .client
-        .send_with(&via, template, Some(&options), NeverCancel)
-        .await;
-    let (response, outcome) = match ended {
-        Ok(response) => (response, None),
-        Err(e) => {
-            let (response, outcome) = e.into_answer()?;
-            (response, Some(outcome))
+    async move {
+        let (parts, body) = request.into_parts();
+        let (bytes, once) = match buffer(body, layer.replay_limit).await {
+            Ok(bytes) => (bytes, None),
+            Err(stream) => (Bytes::new(), Some(stream)),
+        };
+        let template = http::Request::from_parts(parts, bytes);
+        let mut options = CallOptions::of(&template);
+        let policy = options.retry.unwrap_or(layer.client.config().retry);
+        let read_whole = if once.is_some() {
+            // Sent once: nothing will be retried, so nothing is read whole.
+            options.retry = Some(RetryPolicy {
+                max_total_retries: Some(0),
+                ..policy
+            });
+            None
+        } else if request_info(0, &template).is_replayable() {
+            Some(ReadWhole::of(&policy))
+        } else {
+            None
+        };
+        let streamed = once.is_some();
+        let via = Via::<S, B, R> {
+            state: Mutex::new(ViaState {
+                service,
+                once,
+                streamed,
+            }),
+            extensions: template.extensions().clone(),
+            max_body: layer.max_body,
+            read_whole,
+            runtime: std::marker::PhantomData,
+        };
+        // The options as read above, not looked up in the extensions again.
+        let ended = layer
+            .client
+            .send_with(&via, template, Some(&options), NeverCancel)
+            .await;
+        let (response, outcome) = match ended {
+            Ok(response) => (response, None),
+            Err(e) => {
+                let (response, outcome) = e.into_answer()?;
+                (response, Some(outcome))
+            }
+        };
+        let (mut parts, bytes) = response.into_parts();
+        let body = match parts.extensions.remove::<Passthrough<RB>>() {
+            Some(live) => live
+                .take()
+                .map_or_else(|| PoliteBody::full(bytes), PoliteBody::stream),
+            None => PoliteBody::full(bytes),
+        };
+        if let Some(outcome) = outcome {
+            parts.extensions.insert(outcome);
         }
-    };
-    let (mut parts, bytes) = response.into_parts();
-    let body = match parts.extensions.remove::<Passthrough<RB>>() {
-        Some(live) => live
-            .take()
-            .map_or_else(|| PoliteBody::full(bytes), PoliteBody::stream),
-        None => PoliteBody::full(bytes),
-    };
-    if let Some(outcome) = outcome {
-        parts.extensions.insert(outcome);
+        Ok(http::Response::from_parts(parts, body))
     }
-    Ok(http::Response::from_parts(parts, body))
+}
+
+/// The statuses whose answers an attempt reads whole: those polite may
+/// retry (the two status sets of the call's [`RetryPolicy`], what
+/// [`RetryPolicy::class_of`] reads), 64 bytes where the whole policy is
+/// several hundred, in every attempt's future.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadWhole {
+    rate_limited: StatusSet,
+    server_error: StatusSet,
+}
+
+impl ReadWhole {
+    pub(crate) fn of(policy: &RetryPolicy) -> ReadWhole {
+        ReadWhole {
+            rate_limited: policy.rate_limited_statuses,
+            server_error: policy.server_error_statuses,
+        }
+    }
+
+    /// Whether an answer of `status` is read whole: as
+    /// `policy.class_of(status).is_some()`.
+    pub(crate) fn wants(self, status: u16) -> bool {
+        self.rate_limited.contains(status) || self.server_error.contains(status)
+    }
 }
 
 /// Reads `body` whole when it fits in `limit` bytes and has no trailers;
@@ -557,7 +590,7 @@ struct Via<S, B, R> {
     state: Mutex<ViaState<S, B>>,
     extensions: http::Extensions,
     max_body: usize,
-    read_whole: Option<RetryPolicy>,
+    read_whole: Option<ReadWhole>,
     runtime: std::marker::PhantomData<fn() -> R>,
 }
 
@@ -638,32 +671,54 @@ where
 
 /// One attempt: wait for the service to be ready, call it, and read the
 /// answer (whole when polite may retry it, else passed through).
-async fn attempt<S, B, RB>(
+///
+/// Small, since it is boxed per attempt (for hyper-util's client, under
+/// glibc's 1 KiB thread cache): an `async` block (an `async fn` would keep
+/// the service and the request twice), the statuses to read whole rather
+/// than the whole retry policy, and an answer read whole read by a future
+/// boxed apart (`read_body`), only for the statuses polite may retry.
+#[allow(clippy::manual_async_fn)] // an `async fn` would hold its arguments twice
+fn attempt<S, B, RB>(
     mut service: S,
     request: http::Request<PoliteBody<B>>,
     max_body: usize,
-    read_whole: Option<RetryPolicy>,
-) -> Result<http::Response<Bytes>, TransportError>
+    read_whole: Option<ReadWhole>,
+) -> impl Future<Output = Result<http::Response<Bytes>, TransportError>>
 where
     S: Service<http::Request<PoliteBody<B>>, Response = http::Response<RB>>,
     S::Error: Into<BoxError>,
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
-    let response = service
-        .call(request)
-        .await
-        .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
-    let (parts, body) = response.into_parts();
-    if read_whole.is_none_or(|p| p.class_of(parts.status.as_u16()).is_none()) {
-        let mut out = http::Response::from_parts(parts, Bytes::new());
-        out.extensions_mut()
-            .insert(Passthrough(Arc::new(Mutex::new(Some(body)))));
-        return Ok(out);
+    async move {
+        poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
+        let response = service
+            .call(request)
+            .await
+            .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
+        let (parts, body) = response.into_parts();
+        if read_whole.is_none_or(|r| !r.wants(parts.status.as_u16())) {
+            let mut out = http::Response::from_parts(parts, Bytes::new());
+            out.extensions_mut()
+                .insert(Passthrough(Arc::new(Mutex::new(Some(body)))));
+            return Ok(out);
+        }
+        Box::pin(read_body(parts, body, max_body)).await
     }
+}
+
+/// An answer polite may retry, its body read whole up to `max_body` bytes.
+async fn read_body<RB>(
+    parts: http::response::Parts,
+    body: RB,
+    max_body: usize,
+) -> Result<http::Response<Bytes>, TransportError>
+where
+    RB: HttpBody<Data = Bytes>,
+    RB::Error: Into<BoxError>,
+{
     let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
     if body.size_hint().lower() > limit {
         return Err(TransportError::body_too_large(limit));
@@ -859,6 +914,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An attempt reads whole exactly the answers its retry rules class
+    /// (what `RetryPolicy::class_of` says), for the default rules and for
+    /// rules of other statuses.
+    #[test]
+    fn read_whole_wants_the_statuses_the_policy_classes() {
+        let custom = RetryPolicy {
+            rate_limited_statuses: StatusSet::of(&[420, 429]),
+            server_error_statuses: StatusSet::of(&[500, 599]),
+            ..RetryPolicy::default()
+        };
+        for policy in [RetryPolicy::default(), custom] {
+            let read = ReadWhole::of(&policy);
+            for status in 0..=1000 {
+                assert_eq!(
+                    read.wants(status),
+                    policy.class_of(status).is_some(),
+                    "{status}"
+                );
+            }
+        }
+    }
 
     fn frames<B: HttpBody<Data = Bytes>>(body: B) -> Vec<Result<Bytes, String>>
     where
