@@ -304,10 +304,12 @@ where
                 None
             };
             let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
+            let live = Mutex::new(None);
             let streamed = once.is_some();
             let transport = NextTransport {
                 next,
                 extensions: &shared,
+                live: &live,
                 request_extensions,
                 template: UriText::of(template.uri()),
                 proto: Mutex::new(proto),
@@ -331,16 +333,14 @@ where
                     Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
                 },
             };
-            let (mut parts, bytes) = response.into_parts();
-            let live = parts
-                .extensions
-                .remove::<Passthrough>()
-                .and_then(|p| p.take());
+            let (parts, bytes) = response.into_parts();
+            // The live response of the call's last attempt, when it was
+            // handed back unread: the answer the call ended on.
+            let live = live.into_inner().unwrap_or_else(PoisonError::into_inner);
             let mut response = match live {
                 Some(mut live) => {
                     // The headers and the extensions went through polite (it
-                    // read the headers there; the extensions carried the
-                    // response).
+                    // read the headers there).
                     *live.headers_mut() = parts.headers;
                     *live.extensions_mut() = parts.extensions;
                     live
@@ -355,17 +355,6 @@ where
     }
 }
 
-/// An answer handed back unread: the live reqwest response, until the call
-/// ends (an extension must be `Clone + Sync`; the response is neither).
-#[derive(Clone)]
-struct Passthrough(std::sync::Arc<Mutex<Option<reqwest::Response>>>);
-
-impl Passthrough {
-    fn take(&self) -> Option<reqwest::Response> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
 /// One call's transport: each attempt runs the rest of the middleware stack
 /// and the `reqwest::Client` (`next`), aborted at its `abort_at`.
 struct NextTransport<'a> {
@@ -373,6 +362,13 @@ struct NextTransport<'a> {
     /// The middleware extensions, shared by the attempts one after another
     /// (as `reqwest-retry` does), handed back when the call ends.
     extensions: &'a tokio::sync::Mutex<http::Extensions>,
+    /// The live reqwest response of the last attempt when it was handed
+    /// back unread (its status and headers went to polite): emptied as
+    /// each attempt starts (a call's attempts run one after another), so
+    /// that at the call's end it holds the response of the answer the call
+    /// ended on, if any. Kept beside the call, not in the answer's
+    /// extensions (an `Arc`, a box and a map entry per call).
+    live: &'a Mutex<Option<reqwest::Response>>,
     /// The request's own extensions (reqwest keeps its per-request timeout
     /// there), given to every attempt not sent from `proto`.
     request_extensions: http::Extensions,
@@ -473,6 +469,14 @@ impl<'a> Transport for NextTransport<'a> {
 impl<'a> NextTransport<'a> {
     /// One attempt, aborted at `abort_at` by a timer of its own when given.
     fn start(&self, request: http::Request<Bytes>, abort_at: Option<Instant>) -> Sending<'a> {
+        // An earlier attempt's live response (a 3xx polite follows) is not
+        // this attempt's answer.
+        drop(
+            self.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let once = self
             .once
             .lock()
@@ -498,7 +502,7 @@ impl<'a> NextTransport<'a> {
             },
         };
         let next = self.next.clone();
-        let extensions = self.extensions;
+        let (extensions, live) = (self.extensions, self.live);
         let (read_whole, max_body) = (self.read_whole, self.max_body);
         // Small (under glibc's 1 KiB thread cache, as its box): an answer
         // read whole is read by a future boxed apart (`read_answer`), only
@@ -512,7 +516,10 @@ impl<'a> NextTransport<'a> {
                     .map_err(middleware_error)?
             };
             match answer(response, read_whole) {
-                Ok(out) => Ok(out),
+                Ok((out, response)) => {
+                    *live.lock().unwrap_or_else(PoisonError::into_inner) = Some(response);
+                    Ok(out)
+                }
                 Err(response) => Box::pin(read_answer(response, max_body)).await,
             }
         };
@@ -555,15 +562,15 @@ impl ReadWhole {
     }
 }
 
-/// An attempt's answer for polite when it is handed back unread: its status
-/// and headers, with the live response kept aside; `Err(response)` when
-/// polite may retry it (`read_whole_by`'s statuses), to be read whole by
-/// [`read_answer`].
+/// An attempt's answer for polite when it is handed back unread: its status,
+/// headers and extensions, and the live response to keep aside;
+/// `Err(response)` when polite may retry it (`read_whole_by`'s statuses),
+/// to be read whole by [`read_answer`].
 #[allow(clippy::result_large_err)]
 fn answer(
     mut response: reqwest::Response,
     read_whole_by: Option<ReadWhole>,
-) -> Result<http::Response<Bytes>, reqwest::Response> {
+) -> Result<(http::Response<Bytes>, reqwest::Response), reqwest::Response> {
     let status = response.status();
     if read_whole_by.is_some_and(|r| r.wants(status.as_u16())) {
         return Err(response);
@@ -573,12 +580,9 @@ fn answer(
     *out.version_mut() = response.version();
     *out.headers_mut() = std::mem::take(response.headers_mut());
     // The response's own extensions (reqwest's connection info is there)
-    // carry it, and go back to it when the call ends: their map is there
-    // already, none is allocated for the one entry.
-    let mut extensions = std::mem::take(response.extensions_mut());
-    extensions.insert(Passthrough(std::sync::Arc::new(Mutex::new(Some(response)))));
-    *out.extensions_mut() = extensions;
-    Ok(out)
+    // go through polite and back to it when the call ends.
+    *out.extensions_mut() = std::mem::take(response.extensions_mut());
+    Ok((out, response))
 }
 
 /// An answer polite may retry, read whole (its body then comes back with

@@ -95,7 +95,7 @@
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -111,7 +111,7 @@ use crate::config::Config;
 use crate::error::{BoxError, Error, TransportError, io_error_kind};
 use crate::options::CallOptions;
 use crate::redirect::RedirectPolicy;
-use crate::runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
+use crate::runtime::{DEFAULT_MAX_BODY, Runtime};
 use crate::transport::{Clock, NeverCancel, NoTransport, Transport};
 
 /// The request bodies the layer buffers to replay by default: 1 MiB.
@@ -439,7 +439,9 @@ where
             None
         };
         let streamed = once.is_some();
-        let via = Via::<S, B, R> {
+        let live = Mutex::new(None);
+        let via = Via::<S, B, R, RB> {
+            live: &live,
             state: Mutex::new(ViaState {
                 service,
                 once,
@@ -462,11 +464,12 @@ where
                 (response, Some(outcome))
             }
         };
+        drop(via);
         let (mut parts, bytes) = response.into_parts();
-        let body = match parts.extensions.remove::<Passthrough<RB>>() {
-            Some(live) => live
-                .take()
-                .map_or_else(|| PoliteBody::full(bytes), PoliteBody::stream),
+        // The body of the call's last attempt, when its answer was passed
+        // through unread: the answer the call ended on.
+        let body = match live.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(live) => PoliteBody::stream(live),
             None => PoliteBody::full(bytes),
         };
         if let Some(outcome) = outcome {
@@ -558,21 +561,6 @@ fn concat(mut frames: VecDeque<Frame<Bytes>>) -> Bytes {
     out.freeze()
 }
 
-/// An answer passed through unread: its body, until the call ends.
-struct Passthrough<RB>(Arc<Mutex<Option<RB>>>);
-
-impl<RB> Clone for Passthrough<RB> {
-    fn clone(&self) -> Self {
-        Passthrough(Arc::clone(&self.0))
-    }
-}
-
-impl<RB> Passthrough<RB> {
-    fn take(&self) -> Option<RB> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
 /// What the attempts of one call share.
 struct ViaState<S, B> {
     /// Cloned for each attempt.
@@ -586,7 +574,13 @@ struct ViaState<S, B> {
 
 /// One call's transport: each attempt is a ready clone of the inner
 /// service, called with the attempt's request, aborted at `abort_at`.
-struct Via<S, B, R> {
+struct Via<'a, S, B, R, RB> {
+    /// The body of the last attempt's answer when it was passed through
+    /// unread: emptied as each attempt starts (a call's attempts run one
+    /// after another), so that at the call's end it holds the body of the
+    /// answer the call ended on, if any. Kept beside the call, not in the
+    /// answer's extensions (an `Arc`, a box and a map entry per call).
+    live: &'a Mutex<Option<RB>>,
     state: Mutex<ViaState<S, B>>,
     extensions: http::Extensions,
     max_body: usize,
@@ -594,13 +588,17 @@ struct Via<S, B, R> {
     runtime: std::marker::PhantomData<fn() -> R>,
 }
 
-impl<S, B, R> Via<S, B, R> {
+impl<S, B, R, RB> Via<'_, S, B, R, RB> {
     fn lock(&self) -> std::sync::MutexGuard<'_, ViaState<S, B>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<S, B, R, RB> Transport for Via<S, B, R>
+/// An attempt of [`Via`]: it may put its answer's body in the call's slot.
+type ViaSending<'a> =
+    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'a>>;
+
+impl<'a, S, B, R, RB> Transport for Via<'a, S, B, R, RB>
 where
     R: Runtime,
     R::Clock: Send + 'static,
@@ -615,11 +613,11 @@ where
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    type Sending = BoxSending;
+    type Sending = ViaSending<'a>;
 
     /// The attempt of [`send_supervised`](Transport::send_supervised),
     /// raced against a timer of its own that ends it at `abort_at`.
-    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> ViaSending<'a> {
         let mut attempt = self.send_supervised(request, abort_at);
         Box::pin(async move {
             let mut clock = R::clock();
@@ -638,7 +636,15 @@ where
 
     /// No timer of its own: polite's drive loop ends the attempt at
     /// `abort_at`.
-    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
+    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> ViaSending<'a> {
+        // An earlier attempt's body (a 3xx polite follows) is not this
+        // attempt's answer's.
+        drop(
+            self.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let (service, body) = {
             let mut state = self.lock();
             let body = match state.once.take() {
@@ -665,7 +671,7 @@ where
         let request = http::Request::from_parts(parts, body);
         let max_body = self.max_body;
         let read_whole = self.read_whole;
-        Box::pin(attempt(service, request, max_body, read_whole))
+        Box::pin(attempt(service, request, max_body, read_whole, self.live))
     }
 }
 
@@ -683,6 +689,7 @@ fn attempt<S, B, RB>(
     request: http::Request<PoliteBody<B>>,
     max_body: usize,
     read_whole: Option<ReadWhole>,
+    live: &Mutex<Option<RB>>,
 ) -> impl Future<Output = Result<http::Response<Bytes>, TransportError>>
 where
     S: Service<http::Request<PoliteBody<B>>, Response = http::Response<RB>>,
@@ -700,10 +707,8 @@ where
             .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
         let (parts, body) = response.into_parts();
         if read_whole.is_none_or(|r| !r.wants(parts.status.as_u16())) {
-            let mut out = http::Response::from_parts(parts, Bytes::new());
-            out.extensions_mut()
-                .insert(Passthrough(Arc::new(Mutex::new(Some(body)))));
-            return Ok(out);
+            *live.lock().unwrap_or_else(PoisonError::into_inner) = Some(body);
+            return Ok(http::Response::from_parts(parts, Bytes::new()));
         }
         Box::pin(read_body(parts, body, max_body)).await
     }
