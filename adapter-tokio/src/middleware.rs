@@ -198,160 +198,123 @@ where
     T: Transport + Send + Sync + 'static,
     T::Sending: Unpin,
 {
-    /// The signature `async_trait` gives `async fn handle`, written out: an
-    /// `async fn` keeps each by-value argument (the request, `next`) twice
-    /// in its future (as the argument and as the local it is bound to), and
-    /// the future is boxed, that is copied whole, per call. `call`'s
-    /// `async` block keeps them once.
-    fn handle<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
+    async fn handle(
+        &self,
         req: reqwest::Request,
-        extensions: &'life1 mut http::Extensions,
-        next: Next<'life2>,
-    ) -> std::pin::Pin<
-        Box<
-            dyn Future<Output = reqwest_middleware::Result<reqwest::Response>>
-                + Send
-                + 'async_trait,
-        >,
-    >
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(self.call(req, extensions, next))
-    }
-}
-
-impl<T> PoliteMiddleware<T>
-where
-    T: Transport + Send + Sync + 'static,
-    T::Sending: Unpin,
-{
-    /// One call through the middleware (see [`handle`](Middleware::handle)).
-    #[allow(clippy::manual_async_fn)] // an `async fn` would hold its arguments twice
-    fn call<'a>(
-        &'a self,
-        req: reqwest::Request,
-        extensions: &'a mut http::Extensions,
-        next: Next<'a>,
-    ) -> impl Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a {
-        async move {
-            let buffered = match req.body() {
-                None => Some(Bytes::new()),
-                Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
-            };
-            // What the first attempt is sent as, without headers or body: the
-            // caller's method, URL, version and timeout, so that its URL is not
-            // formatted and parsed again (`like_proto`).
-            let first = buffered.as_ref().map(|_| {
-                let timeout = req.timeout().copied();
-                (
-                    req.method().clone(),
-                    req.url().clone(),
-                    req.version(),
-                    timeout,
-                )
+        extensions: &mut http::Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let buffered = match req.body() {
+            None => Some(Bytes::new()),
+            Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
+        };
+        // What the first attempt is sent as, without headers or body: the
+        // caller's method, URL, version and timeout, so that its URL is not
+        // formatted and parsed again (`like_proto`).
+        let first = buffered.as_ref().map(|_| {
+            let timeout = req.timeout().copied();
+            (
+                req.method().clone(),
+                req.url().clone(),
+                req.version(),
+                timeout,
+            )
+        });
+        let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
+        // That is the caller's request when its extensions hold nothing but
+        // the timeout (reqwest keeps them private: it cannot be given
+        // others). Else the first attempt is built from polite's copy with
+        // the extensions, as a retry is.
+        let proto = first
+            .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
+            .map(|(method, url, version, timeout)| {
+                let mut proto = reqwest::Request::new(method, url);
+                *proto.version_mut() = version;
+                if timeout.is_some() {
+                    *proto.timeout_mut() = timeout;
+                }
+                proto
             });
-            let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
-            // That is the caller's request when its extensions hold nothing but
-            // the timeout (reqwest keeps them private: it cannot be given
-            // others). Else the first attempt is built from polite's copy with
-            // the extensions, as a retry is.
-            let proto = first
-                .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
-                .map(|(method, url, version, timeout)| {
-                    let mut proto = reqwest::Request::new(method, url);
-                    *proto.version_mut() = version;
-                    if timeout.is_some() {
-                        *proto.timeout_mut() = timeout;
-                    }
-                    proto
-                });
-            let mut options = extensions
-                .get::<CallOptions>()
-                .or_else(|| parts.extensions.get::<CallOptions>())
-                .cloned()
-                .unwrap_or_default();
-            let policy = options.retry.unwrap_or(self.client.config().retry);
-            let (template, once, request_extensions) = match buffered {
-                Some(bytes) => {
-                    // Kept for the attempts not sent from `proto`; polite's copy
-                    // of the request needs only its options.
-                    let own = std::mem::take(&mut parts.extensions);
-                    (http::Request::from_parts(parts, bytes), None, own)
-                }
-                None => {
-                    let own = parts.extensions.clone();
-                    let template = http::Request::from_parts(parts.clone(), Bytes::new());
-                    let stream =
-                        reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
-                    (template, Some(stream), own)
-                }
-            };
-            let read_whole = if once.is_some() {
-                // Sent once: nothing is retried, nothing needs reading whole.
-                options.retry = Some(RetryPolicy {
-                    max_total_retries: Some(0),
-                    ..policy
-                });
-                None
-            } else if request_info(0, &template).is_replayable() {
-                Some(ReadWhole::of(&policy))
-            } else {
-                None
-            };
-            let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
-            let live = Mutex::new(None);
-            let streamed = once.is_some();
-            let transport = NextTransport {
-                next,
-                extensions: &shared,
-                live: &live,
-                request_extensions,
-                template: UriText::of(template.uri()),
-                proto: Mutex::new(proto),
-                once: Mutex::new(once),
-                streamed,
-                read_whole,
-                max_body: self.max_body,
-            };
-            // The options go to the call as they are, not through the
-            // request's extensions (a map allocated only to be read back).
-            let ended = self
-                .client
-                .send_via_with(&transport, template, &options)
-                .await;
-            drop(transport);
-            *extensions = shared.into_inner();
-            let (response, outcome) = match ended {
-                Ok(response) => (response, None),
-                Err(e) => match e.into_answer() {
-                    Ok((response, outcome)) => (response, Some(outcome)),
-                    Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
-                },
-            };
-            let (parts, bytes) = response.into_parts();
-            // The live response of the call's last attempt, when it was
-            // handed back unread: the answer the call ended on.
-            let live = live.into_inner().unwrap_or_else(PoisonError::into_inner);
-            let mut response = match live {
-                Some(mut live) => {
-                    // The headers and the extensions went through polite (it
-                    // read the headers there).
-                    *live.headers_mut() = parts.headers;
-                    *live.extensions_mut() = parts.extensions;
-                    live
-                }
-                None => reqwest::Response::from(http::Response::from_parts(parts, bytes)),
-            };
-            if let Some(outcome) = outcome {
-                response.extensions_mut().insert(outcome);
+        let mut options = extensions
+            .get::<CallOptions>()
+            .or_else(|| parts.extensions.get::<CallOptions>())
+            .cloned()
+            .unwrap_or_default();
+        let policy = options.retry.unwrap_or(self.client.config().retry);
+        let (template, once, request_extensions) = match buffered {
+            Some(bytes) => {
+                // Kept for the attempts not sent from `proto`; polite's copy
+                // of the request needs only its options.
+                let own = std::mem::take(&mut parts.extensions);
+                (http::Request::from_parts(parts, bytes), None, own)
             }
-            Ok(response)
+            None => {
+                let own = parts.extensions.clone();
+                let template = http::Request::from_parts(parts.clone(), Bytes::new());
+                let stream = reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
+                (template, Some(stream), own)
+            }
+        };
+        let read_whole = if once.is_some() {
+            // Sent once: nothing is retried, nothing needs reading whole.
+            options.retry = Some(RetryPolicy {
+                max_total_retries: Some(0),
+                ..policy
+            });
+            None
+        } else if request_info(0, &template).is_replayable() {
+            Some(ReadWhole::of(&policy))
+        } else {
+            None
+        };
+        let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
+        let live = Mutex::new(None);
+        let streamed = once.is_some();
+        let transport = NextTransport {
+            next,
+            extensions: &shared,
+            live: &live,
+            request_extensions,
+            template: UriText::of(template.uri()),
+            proto: Mutex::new(proto),
+            once: Mutex::new(once),
+            streamed,
+            read_whole,
+            max_body: self.max_body,
+        };
+        // The options go to the call as they are, not through the
+        // request's extensions (a map allocated only to be read back).
+        let ended = self
+            .client
+            .send_via_with(&transport, template, &options)
+            .await;
+        drop(transport);
+        *extensions = shared.into_inner();
+        let (response, outcome) = match ended {
+            Ok(response) => (response, None),
+            Err(e) => match e.into_answer() {
+                Ok((response, outcome)) => (response, Some(outcome)),
+                Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
+            },
+        };
+        let (parts, bytes) = response.into_parts();
+        // The live response of the call's last attempt, when it was
+        // handed back unread: the answer the call ended on.
+        let live = live.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let mut response = match live {
+            Some(mut live) => {
+                // The headers and the extensions went through polite (it
+                // read the headers there).
+                *live.headers_mut() = parts.headers;
+                *live.extensions_mut() = parts.extensions;
+                live
+            }
+            None => reqwest::Response::from(http::Response::from_parts(parts, bytes)),
+        };
+        if let Some(outcome) = outcome {
+            response.extensions_mut().insert(outcome);
         }
+        Ok(response)
     }
 }
 

@@ -391,16 +391,11 @@ where
 
 /// One call: buffer the body (or keep it to send once), run it through the
 /// client over the inner service, and turn the end into a response.
-///
-/// An `async` block, not an `async fn`: an `async fn` keeps each by-value
-/// argument twice in its future (as the argument and as the local it is
-/// bound to), and this future is boxed, that is copied whole, per call.
-#[allow(clippy::manual_async_fn)] // an `async fn` would hold its arguments twice
-fn respond<S, R, T, B, RB>(
+async fn respond<S, R, T, B, RB>(
     layer: PoliteLayer<R, T>,
     service: S,
     request: http::Request<B>,
-) -> impl Future<Output = Result<http::Response<PoliteBody<RB>>, Error>>
+) -> Result<http::Response<PoliteBody<RB>>, Error>
 where
     R: Runtime,
     R::Clock: Send + 'static,
@@ -417,66 +412,64 @@ where
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    async move {
-        let (parts, body) = request.into_parts();
-        let (bytes, once) = match buffer(body, layer.replay_limit).await {
-            Ok(bytes) => (bytes, None),
-            Err(stream) => (Bytes::new(), Some(stream)),
-        };
-        let template = http::Request::from_parts(parts, bytes);
-        let mut options = CallOptions::of(&template);
-        let policy = options.retry.unwrap_or(layer.client.config().retry);
-        let read_whole = if once.is_some() {
-            // Sent once: nothing will be retried, so nothing is read whole.
-            options.retry = Some(RetryPolicy {
-                max_total_retries: Some(0),
-                ..policy
-            });
-            None
-        } else if request_info(0, &template).is_replayable() {
-            Some(ReadWhole::of(&policy))
-        } else {
-            None
-        };
-        let streamed = once.is_some();
-        let live = Mutex::new(None);
-        let via = Via::<S, B, R, RB> {
-            live: &live,
-            state: Mutex::new(ViaState {
-                service,
-                once,
-                streamed,
-            }),
-            extensions: template.extensions().clone(),
-            max_body: layer.max_body,
-            read_whole,
-            runtime: std::marker::PhantomData,
-        };
-        // The options as read above, not looked up in the extensions again.
-        let ended = layer
-            .client
-            .send_with(&via, template, Some(&options), NeverCancel)
-            .await;
-        let (response, outcome) = match ended {
-            Ok(response) => (response, None),
-            Err(e) => {
-                let (response, outcome) = e.into_answer()?;
-                (response, Some(outcome))
-            }
-        };
-        drop(via);
-        let (mut parts, bytes) = response.into_parts();
-        // The body of the call's last attempt, when its answer was passed
-        // through unread: the answer the call ended on.
-        let body = match live.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            Some(live) => PoliteBody::stream(live),
-            None => PoliteBody::full(bytes),
-        };
-        if let Some(outcome) = outcome {
-            parts.extensions.insert(outcome);
+    let (parts, body) = request.into_parts();
+    let (bytes, once) = match buffer(body, layer.replay_limit).await {
+        Ok(bytes) => (bytes, None),
+        Err(stream) => (Bytes::new(), Some(stream)),
+    };
+    let template = http::Request::from_parts(parts, bytes);
+    let mut options = CallOptions::of(&template);
+    let policy = options.retry.unwrap_or(layer.client.config().retry);
+    let read_whole = if once.is_some() {
+        // Sent once: nothing will be retried, so nothing is read whole.
+        options.retry = Some(RetryPolicy {
+            max_total_retries: Some(0),
+            ..policy
+        });
+        None
+    } else if request_info(0, &template).is_replayable() {
+        Some(ReadWhole::of(&policy))
+    } else {
+        None
+    };
+    let streamed = once.is_some();
+    let live = Mutex::new(None);
+    let via = Via::<S, B, R, RB> {
+        live: &live,
+        state: Mutex::new(ViaState {
+            service,
+            once,
+            streamed,
+        }),
+        extensions: template.extensions().clone(),
+        max_body: layer.max_body,
+        read_whole,
+        runtime: std::marker::PhantomData,
+    };
+    // The options as read above, not looked up in the extensions again.
+    let ended = layer
+        .client
+        .send_with(&via, template, Some(&options), NeverCancel)
+        .await;
+    let (response, outcome) = match ended {
+        Ok(response) => (response, None),
+        Err(e) => {
+            let (response, outcome) = e.into_answer()?;
+            (response, Some(outcome))
         }
-        Ok(http::Response::from_parts(parts, body))
+    };
+    drop(via);
+    let (mut parts, bytes) = response.into_parts();
+    // The body of the call's last attempt, when its answer was passed
+    // through unread: the answer the call ended on.
+    let body = match live.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        Some(live) => PoliteBody::stream(live),
+        None => PoliteBody::full(bytes),
+    };
+    if let Some(outcome) = outcome {
+        parts.extensions.insert(outcome);
     }
+    Ok(http::Response::from_parts(parts, body))
 }
 
 /// The statuses whose answers an attempt reads whole: those polite may
