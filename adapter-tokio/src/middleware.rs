@@ -10,6 +10,7 @@ use polite_client::{
     BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, RedirectPolicy, Transport,
     TransportError, request_info,
 };
+use polite_core::policy::StatusSet;
 use polite_core::{RetryPolicy, TransportErrorKind};
 use reqwest_middleware::{Middleware, Next};
 
@@ -262,15 +263,17 @@ where
             });
             None
         } else if request_info(0, &template).is_replayable() {
-            Some(policy)
+            Some(ReadWhole::of(&policy))
         } else {
             None
         };
         let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
+        let live = Mutex::new(None);
         let streamed = once.is_some();
         let transport = NextTransport {
             next,
             extensions: &shared,
+            live: &live,
             request_extensions,
             template: UriText::of(template.uri()),
             proto: Mutex::new(proto),
@@ -294,16 +297,14 @@ where
                 Err(e) => return Err(reqwest_middleware::Error::middleware(e)),
             },
         };
-        let (mut parts, bytes) = response.into_parts();
-        let live = parts
-            .extensions
-            .remove::<Passthrough>()
-            .and_then(|p| p.take());
+        let (parts, bytes) = response.into_parts();
+        // The live response of the call's last attempt, when it was
+        // handed back unread: the answer the call ended on.
+        let live = live.into_inner().unwrap_or_else(PoisonError::into_inner);
         let mut response = match live {
             Some(mut live) => {
                 // The headers and the extensions went through polite (it
-                // read the headers there; the extensions carried the
-                // response).
+                // read the headers there).
                 *live.headers_mut() = parts.headers;
                 *live.extensions_mut() = parts.extensions;
                 live
@@ -317,17 +318,6 @@ where
     }
 }
 
-/// An answer handed back unread: the live reqwest response, until the call
-/// ends (an extension must be `Clone + Sync`; the response is neither).
-#[derive(Clone)]
-struct Passthrough(std::sync::Arc<Mutex<Option<reqwest::Response>>>);
-
-impl Passthrough {
-    fn take(&self) -> Option<reqwest::Response> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
 /// One call's transport: each attempt runs the rest of the middleware stack
 /// and the `reqwest::Client` (`next`), aborted at its `abort_at`.
 struct NextTransport<'a> {
@@ -335,6 +325,13 @@ struct NextTransport<'a> {
     /// The middleware extensions, shared by the attempts one after another
     /// (as `reqwest-retry` does), handed back when the call ends.
     extensions: &'a tokio::sync::Mutex<http::Extensions>,
+    /// The live reqwest response of the last attempt when it was handed
+    /// back unread (its status and headers went to polite): emptied as
+    /// each attempt starts (a call's attempts run one after another), so
+    /// that at the call's end it holds the response of the answer the call
+    /// ended on, if any. Kept beside the call, not in the answer's
+    /// extensions (an `Arc`, a box and a map entry per call).
+    live: &'a Mutex<Option<reqwest::Response>>,
     /// The request's own extensions (reqwest keeps its per-request timeout
     /// there), given to every attempt not sent from `proto`.
     request_extensions: http::Extensions,
@@ -348,9 +345,10 @@ struct NextTransport<'a> {
     /// A request with a streaming body, sent once.
     once: Mutex<Option<reqwest::Request>>,
     streamed: bool,
-    /// The call's retry rules when it may be retried: its retryable answers
-    /// are read whole; `None`: every answer is handed back unread.
-    read_whole: Option<RetryPolicy>,
+    /// When the call may be retried, the statuses of its retry rules: its
+    /// retryable answers are read whole; `None`: every answer is handed
+    /// back unread.
+    read_whole: Option<ReadWhole>,
     max_body: usize,
 }
 
@@ -434,6 +432,14 @@ impl<'a> Transport for NextTransport<'a> {
 impl<'a> NextTransport<'a> {
     /// One attempt, aborted at `abort_at` by a timer of its own when given.
     fn start(&self, request: http::Request<Bytes>, abort_at: Option<Instant>) -> Sending<'a> {
+        // An earlier attempt's live response (a 3xx polite follows) is not
+        // this attempt's answer.
+        drop(
+            self.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let once = self
             .once
             .lock()
@@ -459,16 +465,26 @@ impl<'a> NextTransport<'a> {
             },
         };
         let next = self.next.clone();
-        let extensions = self.extensions;
+        let (extensions, live) = (self.extensions, self.live);
         let (read_whole, max_body) = (self.read_whole, self.max_body);
+        // Small (under glibc's 1 KiB thread cache, as its box): an answer
+        // read whole is read by a future boxed apart (`read_answer`), only
+        // for the statuses polite may retry.
         let attempt = async move {
             let request = request?;
-            let mut extensions = extensions.lock().await;
-            let response = next
-                .run(request, &mut extensions)
-                .await
-                .map_err(middleware_error)?;
-            answer(response, read_whole, max_body).await
+            let response = {
+                let mut extensions = extensions.lock().await;
+                next.run(request, &mut extensions)
+                    .await
+                    .map_err(middleware_error)?
+            };
+            match answer(response, read_whole) {
+                Ok((out, response)) => {
+                    *live.lock().unwrap_or_else(PoisonError::into_inner) = Some(response);
+                    Ok(out)
+                }
+                Err(response) => Box::pin(read_answer(response, max_body)).await,
+            }
         };
         // Boxed apart: a supervised attempt's box holds no timer.
         let Some(abort_at) = abort_at else {
@@ -484,39 +500,71 @@ impl<'a> NextTransport<'a> {
     }
 }
 
-/// An attempt's answer for polite: read whole when polite may retry it
-/// (its body then comes back with it), else its status and headers with
-/// the live response kept aside, unread.
-async fn answer(
-    mut response: reqwest::Response,
-    read_whole_by: Option<RetryPolicy>,
-    max_body: usize,
-) -> Result<http::Response<Bytes>, TransportError> {
-    let status = response.status();
-    if read_whole_by.is_some_and(|p| p.class_of(status.as_u16()).is_some()) {
-        let url = response.url().clone();
-        let extensions = std::mem::take(response.extensions_mut());
-        let mut out = read_whole(response, max_body).await?;
-        out.extensions_mut().extend(extensions);
-        // reqwest keeps an answer's URL in a private extension that only
-        // its response builder can set.
-        let with_url = reqwest::ResponseBuilderExt::url(http::Response::builder(), url).body(());
-        if let Ok(with_url) = with_url {
-            out.extensions_mut()
-                .extend(with_url.into_parts().0.extensions);
+/// The statuses whose answers an attempt reads whole: those polite may
+/// retry (the two status sets of the call's [`RetryPolicy`], what
+/// [`RetryPolicy::class_of`] reads), 64 bytes where the whole policy is
+/// several hundred, in the call's and every attempt's future.
+#[derive(Clone, Copy, Debug)]
+struct ReadWhole {
+    rate_limited: StatusSet,
+    server_error: StatusSet,
+}
+
+impl ReadWhole {
+    fn of(policy: &RetryPolicy) -> ReadWhole {
+        ReadWhole {
+            rate_limited: policy.rate_limited_statuses,
+            server_error: policy.server_error_statuses,
         }
-        return Ok(out);
+    }
+
+    /// Whether an answer of `status` is read whole: as
+    /// `policy.class_of(status).is_some()`.
+    fn wants(self, status: u16) -> bool {
+        self.rate_limited.contains(status) || self.server_error.contains(status)
+    }
+}
+
+/// An attempt's answer for polite when it is handed back unread: its status,
+/// headers and extensions, and the live response to keep aside;
+/// `Err(response)` when polite may retry it (`read_whole_by`'s statuses),
+/// to be read whole by [`read_answer`].
+#[allow(clippy::result_large_err)]
+fn answer(
+    mut response: reqwest::Response,
+    read_whole_by: Option<ReadWhole>,
+) -> Result<(http::Response<Bytes>, reqwest::Response), reqwest::Response> {
+    let status = response.status();
+    if read_whole_by.is_some_and(|r| r.wants(status.as_u16())) {
+        return Err(response);
     }
     let mut out = http::Response::new(Bytes::new());
     *out.status_mut() = status;
     *out.version_mut() = response.version();
     *out.headers_mut() = std::mem::take(response.headers_mut());
     // The response's own extensions (reqwest's connection info is there)
-    // carry it, and go back to it when the call ends: their map is there
-    // already, none is allocated for the one entry.
-    let mut extensions = std::mem::take(response.extensions_mut());
-    extensions.insert(Passthrough(std::sync::Arc::new(Mutex::new(Some(response)))));
-    *out.extensions_mut() = extensions;
+    // go through polite and back to it when the call ends.
+    *out.extensions_mut() = std::mem::take(response.extensions_mut());
+    Ok((out, response))
+}
+
+/// An answer polite may retry, read whole (its body then comes back with
+/// it), with its extensions and URL.
+async fn read_answer(
+    mut response: reqwest::Response,
+    max_body: usize,
+) -> Result<http::Response<Bytes>, TransportError> {
+    let url = response.url().clone();
+    let extensions = std::mem::take(response.extensions_mut());
+    let mut out = read_whole(response, max_body).await?;
+    out.extensions_mut().extend(extensions);
+    // reqwest keeps an answer's URL in a private extension that only its
+    // response builder can set.
+    let with_url = reqwest::ResponseBuilderExt::url(http::Response::builder(), url).body(());
+    if let Ok(with_url) = with_url {
+        out.extensions_mut()
+            .extend(with_url.into_parts().0.extensions);
+    }
     Ok(out)
 }
 
@@ -539,6 +587,28 @@ fn middleware_error(e: reqwest_middleware::Error) -> TransportError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An attempt reads whole exactly the answers its retry rules class
+    /// (what `RetryPolicy::class_of` says), for the default rules and for
+    /// rules of other statuses.
+    #[test]
+    fn read_whole_wants_the_statuses_the_policy_classes() {
+        let custom = RetryPolicy {
+            rate_limited_statuses: StatusSet::of(&[420, 429]),
+            server_error_statuses: StatusSet::of(&[500, 599]),
+            ..RetryPolicy::default()
+        };
+        for policy in [RetryPolicy::default(), custom] {
+            let read = ReadWhole::of(&policy);
+            for status in 0..=1000 {
+                assert_eq!(
+                    read.wants(status),
+                    policy.class_of(status).is_some(),
+                    "{status}"
+                );
+            }
+        }
+    }
 
     /// A clone of the template's URI (what polite sends as the first
     /// attempt) is recognised; the same text parsed anew, another scheme,

@@ -430,3 +430,59 @@ async fn a_redirect_hop_polite_follows_keeps_reqwests_own_timeout() {
         .build();
     every_send_is_cut_at_300_ms(&client, &hops.url("/go"), &lab).await;
 }
+
+/// The response handed back is the one of the answer the call ended on:
+/// a 307 handed back unread (its live response kept aside) and followed by
+/// polite, then a 503 read whole to be retried, budget spent: the caller
+/// gets the 503 with its body, not the 307's live response.
+#[tokio::test]
+async fn a_followed_redirects_live_response_is_not_handed_back_for_the_hops_answer() {
+    let lab =
+        Lab::start(LabConfig::default().script("/down", vec![Step::without_retry_after(503); 10]))
+            .unwrap();
+    let hops = polite_lab::hostile::Hostile::start(vec![(
+        "/go",
+        polite_lab::hostile::Reply::redirect(307, lab.url("/down")),
+    )])
+    .unwrap();
+    let mut config = Config {
+        redirects: polite_tokio::RedirectPolicy::up_to(3),
+        ..Config::default()
+    };
+    config.retry.max_retries.server_error = 1;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let unfollowing = || {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    };
+    let polite = polite_tokio::Client::with_transport(
+        polite_tokio::ReqwestTransport::new(unfollowing()),
+        config,
+    )
+    .unwrap();
+    let client = ClientBuilder::new(unfollowing())
+        .with(PoliteMiddleware::from_client(polite))
+        .build();
+    let down = client.get(hops.url("/go")).send().await.unwrap();
+    assert_eq!(down.status(), 503);
+    assert!(matches!(
+        down.extensions().get::<Outcome>(),
+        Some(Outcome::RetriesExhausted { .. })
+    ));
+    assert!(down.text().await.unwrap().contains("SCRIPTED"));
+    assert_eq!(hops.count("/go"), 2);
+    assert_eq!(lab.log().len(), 2);
+    // A redirect to an answer handed back unread: that one's live response.
+    let ok = Lab::start(LabConfig::default()).unwrap();
+    let hops = polite_lab::hostile::Hostile::start(vec![(
+        "/go",
+        polite_lab::hostile::Reply::redirect(307, ok.url("/items/1")),
+    )])
+    .unwrap();
+    let fine = client.get(hops.url("/go")).send().await.unwrap();
+    assert_eq!(fine.status(), 200);
+    assert_eq!(fine.url().as_str(), ok.url("/items/1"));
+    assert!(!fine.text().await.unwrap().is_empty());
+}

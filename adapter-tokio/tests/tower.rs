@@ -328,3 +328,55 @@ async fn each_attempt_waits_until_its_clone_of_the_inner_service_is_ready() {
     assert_eq!(waits.load(Ordering::SeqCst), 2);
     assert_eq!(unready.load(Ordering::SeqCst), 0);
 }
+
+/// The response handed back is the one of the answer the call ended on:
+/// a 307 passed through unread (its body kept aside) and followed by
+/// polite, then a 503 read whole to be retried, budget spent: the caller
+/// gets the 503 with its body, not the 307's.
+#[tokio::test]
+async fn a_followed_redirects_body_is_not_handed_back_for_the_hops_answer() {
+    let lab =
+        Lab::start(LabConfig::default().script("/down", vec![Step::without_retry_after(503); 10]))
+            .unwrap();
+    let hops = polite_lab::hostile::Hostile::start(vec![(
+        "/go",
+        polite_lab::hostile::Reply::redirect(307, lab.url("/down")),
+    )])
+    .unwrap();
+    let mut config = Config {
+        redirects: polite_tokio::RedirectPolicy::up_to(3),
+        ..Config::default()
+    };
+    config.retry.max_retries.server_error = 1;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let client = polite_tokio::Client::with_transport(polite_tokio::NoTransport, config).unwrap();
+    let service = stack(PoliteLayer::from_client(client));
+    let down = service
+        .clone()
+        .oneshot(request("GET", &hops.url("/go"), b""))
+        .await
+        .unwrap();
+    assert_eq!(down.status(), 503);
+    assert!(matches!(
+        down.extensions().get::<Outcome>(),
+        Some(Outcome::RetriesExhausted { .. })
+    ));
+    let body = down.into_body().collect().await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("SCRIPTED"));
+    assert_eq!(hops.count("/go"), 2);
+    assert_eq!(lab.log().len(), 2);
+    // A redirect to an answer passed through unread: that one's body.
+    let ok = Lab::start(LabConfig::default()).unwrap();
+    let hops = polite_lab::hostile::Hostile::start(vec![(
+        "/go",
+        polite_lab::hostile::Reply::redirect(307, ok.url("/items/1")),
+    )])
+    .unwrap();
+    let fine = service
+        .oneshot(request("GET", &hops.url("/go"), b""))
+        .await
+        .unwrap();
+    assert_eq!(fine.status(), 200);
+    let body = fine.into_body().collect().await.unwrap().to_bytes();
+    assert!(!body.is_empty());
+}

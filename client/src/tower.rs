@@ -95,12 +95,13 @@
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use polite_core::policy::StatusSet;
 use polite_core::{RetryPolicy, TransportErrorKind};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -110,7 +111,7 @@ use crate::config::Config;
 use crate::error::{BoxError, Error, TransportError, io_error_kind};
 use crate::options::CallOptions;
 use crate::redirect::RedirectPolicy;
-use crate::runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
+use crate::runtime::{DEFAULT_MAX_BODY, Runtime};
 use crate::transport::{Clock, NeverCancel, NoTransport, Transport};
 
 /// The request bodies the layer buffers to replay by default: 1 MiB.
@@ -427,12 +428,14 @@ where
         });
         None
     } else if request_info(0, &template).is_replayable() {
-        Some(policy)
+        Some(ReadWhole::of(&policy))
     } else {
         None
     };
     let streamed = once.is_some();
-    let via = Via::<S, B, R> {
+    let live = Mutex::new(None);
+    let via = Via::<S, B, R, RB> {
+        live: &live,
         state: Mutex::new(ViaState {
             service,
             once,
@@ -455,17 +458,43 @@ where
             (response, Some(outcome))
         }
     };
+    drop(via);
     let (mut parts, bytes) = response.into_parts();
-    let body = match parts.extensions.remove::<Passthrough<RB>>() {
-        Some(live) => live
-            .take()
-            .map_or_else(|| PoliteBody::full(bytes), PoliteBody::stream),
+    // The body of the call's last attempt, when its answer was passed
+    // through unread: the answer the call ended on.
+    let body = match live.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        Some(live) => PoliteBody::stream(live),
         None => PoliteBody::full(bytes),
     };
     if let Some(outcome) = outcome {
         parts.extensions.insert(outcome);
     }
     Ok(http::Response::from_parts(parts, body))
+}
+
+/// The statuses whose answers an attempt reads whole: those polite may
+/// retry (the two status sets of the call's [`RetryPolicy`], what
+/// [`RetryPolicy::class_of`] reads), 64 bytes where the whole policy is
+/// several hundred, in every attempt's future.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadWhole {
+    rate_limited: StatusSet,
+    server_error: StatusSet,
+}
+
+impl ReadWhole {
+    pub(crate) fn of(policy: &RetryPolicy) -> ReadWhole {
+        ReadWhole {
+            rate_limited: policy.rate_limited_statuses,
+            server_error: policy.server_error_statuses,
+        }
+    }
+
+    /// Whether an answer of `status` is read whole: as
+    /// `policy.class_of(status).is_some()`.
+    pub(crate) fn wants(self, status: u16) -> bool {
+        self.rate_limited.contains(status) || self.server_error.contains(status)
+    }
 }
 
 /// Reads `body` whole when it fits in `limit` bytes and has no trailers;
@@ -525,21 +554,6 @@ fn concat(mut frames: VecDeque<Frame<Bytes>>) -> Bytes {
     out.freeze()
 }
 
-/// An answer passed through unread: its body, until the call ends.
-struct Passthrough<RB>(Arc<Mutex<Option<RB>>>);
-
-impl<RB> Clone for Passthrough<RB> {
-    fn clone(&self) -> Self {
-        Passthrough(Arc::clone(&self.0))
-    }
-}
-
-impl<RB> Passthrough<RB> {
-    fn take(&self) -> Option<RB> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
 /// What the attempts of one call share.
 struct ViaState<S, B> {
     /// Cloned for each attempt.
@@ -553,21 +567,31 @@ struct ViaState<S, B> {
 
 /// One call's transport: each attempt is a ready clone of the inner
 /// service, called with the attempt's request, aborted at `abort_at`.
-struct Via<S, B, R> {
+struct Via<'a, S, B, R, RB> {
+    /// The body of the last attempt's answer when it was passed through
+    /// unread: emptied as each attempt starts (a call's attempts run one
+    /// after another), so that at the call's end it holds the body of the
+    /// answer the call ended on, if any. Kept beside the call, not in the
+    /// answer's extensions (an `Arc`, a box and a map entry per call).
+    live: &'a Mutex<Option<RB>>,
     state: Mutex<ViaState<S, B>>,
     extensions: http::Extensions,
     max_body: usize,
-    read_whole: Option<RetryPolicy>,
+    read_whole: Option<ReadWhole>,
     runtime: std::marker::PhantomData<fn() -> R>,
 }
 
-impl<S, B, R> Via<S, B, R> {
+impl<S, B, R, RB> Via<'_, S, B, R, RB> {
     fn lock(&self) -> std::sync::MutexGuard<'_, ViaState<S, B>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<S, B, R, RB> Transport for Via<S, B, R>
+/// An attempt of [`Via`]: it may put its answer's body in the call's slot.
+type ViaSending<'a> =
+    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'a>>;
+
+impl<'a, S, B, R, RB> Transport for Via<'a, S, B, R, RB>
 where
     R: Runtime,
     R::Clock: Send + 'static,
@@ -582,11 +606,11 @@ where
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    type Sending = BoxSending;
+    type Sending = ViaSending<'a>;
 
     /// The attempt of [`send_supervised`](Transport::send_supervised),
     /// raced against a timer of its own that ends it at `abort_at`.
-    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
+    fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> ViaSending<'a> {
         let mut attempt = self.send_supervised(request, abort_at);
         Box::pin(async move {
             let mut clock = R::clock();
@@ -605,7 +629,15 @@ where
 
     /// No timer of its own: polite's drive loop ends the attempt at
     /// `abort_at`.
-    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
+    fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> ViaSending<'a> {
+        // An earlier attempt's body (a 3xx polite follows) is not this
+        // attempt's answer's.
+        drop(
+            self.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let (service, body) = {
             let mut state = self.lock();
             let body = match state.once.take() {
@@ -632,38 +664,59 @@ where
         let request = http::Request::from_parts(parts, body);
         let max_body = self.max_body;
         let read_whole = self.read_whole;
-        Box::pin(attempt(service, request, max_body, read_whole))
+        Box::pin(attempt(service, request, max_body, read_whole, self.live))
     }
 }
 
 /// One attempt: wait for the service to be ready, call it, and read the
 /// answer (whole when polite may retry it, else passed through).
-async fn attempt<S, B, RB>(
+///
+/// Small, since it is boxed per attempt (for hyper-util's client, under
+/// glibc's 1 KiB thread cache): an `async` block (an `async fn` would keep
+/// the service and the request twice), the statuses to read whole rather
+/// than the whole retry policy, and an answer read whole read by a future
+/// boxed apart (`read_body`), only for the statuses polite may retry.
+#[allow(clippy::manual_async_fn)] // an `async fn` would hold its arguments twice
+fn attempt<S, B, RB>(
     mut service: S,
     request: http::Request<PoliteBody<B>>,
     max_body: usize,
-    read_whole: Option<RetryPolicy>,
-) -> Result<http::Response<Bytes>, TransportError>
+    read_whole: Option<ReadWhole>,
+    live: &Mutex<Option<RB>>,
+) -> impl Future<Output = Result<http::Response<Bytes>, TransportError>>
 where
     S: Service<http::Request<PoliteBody<B>>, Response = http::Response<RB>>,
     S::Error: Into<BoxError>,
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
-    let response = service
-        .call(request)
-        .await
-        .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
-    let (parts, body) = response.into_parts();
-    if read_whole.is_none_or(|p| p.class_of(parts.status.as_u16()).is_none()) {
-        let mut out = http::Response::from_parts(parts, Bytes::new());
-        out.extensions_mut()
-            .insert(Passthrough(Arc::new(Mutex::new(Some(body)))));
-        return Ok(out);
+    async move {
+        poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
+        let response = service
+            .call(request)
+            .await
+            .map_err(|e| failure(e.into(), TransportErrorKind::Other))?;
+        let (parts, body) = response.into_parts();
+        if read_whole.is_none_or(|r| !r.wants(parts.status.as_u16())) {
+            *live.lock().unwrap_or_else(PoisonError::into_inner) = Some(body);
+            return Ok(http::Response::from_parts(parts, Bytes::new()));
+        }
+        Box::pin(read_body(parts, body, max_body)).await
     }
+}
+
+/// An answer polite may retry, its body read whole up to `max_body` bytes.
+async fn read_body<RB>(
+    parts: http::response::Parts,
+    body: RB,
+    max_body: usize,
+) -> Result<http::Response<Bytes>, TransportError>
+where
+    RB: HttpBody<Data = Bytes>,
+    RB::Error: Into<BoxError>,
+{
     let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
     if body.size_hint().lower() > limit {
         return Err(TransportError::body_too_large(limit));
@@ -859,6 +912,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An attempt reads whole exactly the answers its retry rules class
+    /// (what `RetryPolicy::class_of` says), for the default rules and for
+    /// rules of other statuses.
+    #[test]
+    fn read_whole_wants_the_statuses_the_policy_classes() {
+        let custom = RetryPolicy {
+            rate_limited_statuses: StatusSet::of(&[420, 429]),
+            server_error_statuses: StatusSet::of(&[500, 599]),
+            ..RetryPolicy::default()
+        };
+        for policy in [RetryPolicy::default(), custom] {
+            let read = ReadWhole::of(&policy);
+            for status in 0..=1000 {
+                assert_eq!(
+                    read.wants(status),
+                    policy.class_of(status).is_some(),
+                    "{status}"
+                );
+            }
+        }
+    }
 
     fn frames<B: HttpBody<Data = Bytes>>(body: B) -> Vec<Result<Bytes, String>>
     where
