@@ -7,10 +7,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use polite_client::{
-    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, RedirectPolicy, Transport,
-    TransportError, request_info,
+    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, ReadWhole, RedirectPolicy,
+    Transport, TransportError, request_info,
 };
-use polite_core::policy::StatusSet;
 use polite_core::{RetryPolicy, TransportErrorKind};
 use reqwest_middleware::{Middleware, Next};
 
@@ -500,31 +499,6 @@ impl<'a> NextTransport<'a> {
     }
 }
 
-/// The statuses whose answers an attempt reads whole: those polite may
-/// retry (the two status sets of the call's [`RetryPolicy`], what
-/// [`RetryPolicy::class_of`] reads), 64 bytes where the whole policy is
-/// several hundred, in the call's and every attempt's future.
-#[derive(Clone, Copy, Debug)]
-struct ReadWhole {
-    rate_limited: StatusSet,
-    server_error: StatusSet,
-}
-
-impl ReadWhole {
-    fn of(policy: &RetryPolicy) -> ReadWhole {
-        ReadWhole {
-            rate_limited: policy.rate_limited_statuses,
-            server_error: policy.server_error_statuses,
-        }
-    }
-
-    /// Whether an answer of `status` is read whole: as
-    /// `policy.class_of(status).is_some()`.
-    fn wants(self, status: u16) -> bool {
-        self.rate_limited.contains(status) || self.server_error.contains(status)
-    }
-}
-
 /// An attempt's answer for polite when it is handed back unread: its status,
 /// headers and extensions, and the live response to keep aside;
 /// `Err(response)` when polite may retry it (`read_whole_by`'s statuses),
@@ -587,28 +561,6 @@ fn middleware_error(e: reqwest_middleware::Error) -> TransportError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An attempt reads whole exactly the answers its retry rules class
-    /// (what `RetryPolicy::class_of` says), for the default rules and for
-    /// rules of other statuses.
-    #[test]
-    fn read_whole_wants_the_statuses_the_policy_classes() {
-        let custom = RetryPolicy {
-            rate_limited_statuses: StatusSet::of(&[420, 429]),
-            server_error_statuses: StatusSet::of(&[500, 599]),
-            ..RetryPolicy::default()
-        };
-        for policy in [RetryPolicy::default(), custom] {
-            let read = ReadWhole::of(&policy);
-            for status in 0..=1000 {
-                assert_eq!(
-                    read.wants(status),
-                    policy.class_of(status).is_some(),
-                    "{status}"
-                );
-            }
-        }
-    }
 
     /// A clone of the template's URI (what polite sends as the first
     /// attempt) is recognised; the same text parsed anew, another scheme,

@@ -101,7 +101,6 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use polite_core::policy::StatusSet;
 use polite_core::{RetryPolicy, TransportErrorKind};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -110,6 +109,7 @@ use crate::client::{Client, request_info};
 use crate::config::Config;
 use crate::error::{BoxError, Error, TransportError, io_error_kind};
 use crate::options::CallOptions;
+use crate::read_whole::ReadWhole;
 use crate::redirect::RedirectPolicy;
 use crate::runtime::{DEFAULT_MAX_BODY, Runtime};
 use crate::transport::{Clock, NeverCancel, NoTransport, Transport};
@@ -470,31 +470,6 @@ where
         parts.extensions.insert(outcome);
     }
     Ok(http::Response::from_parts(parts, body))
-}
-
-/// The statuses whose answers an attempt reads whole: those polite may
-/// retry (the two status sets of the call's [`RetryPolicy`], what
-/// [`RetryPolicy::class_of`] reads), 64 bytes where the whole policy is
-/// several hundred, in every attempt's future.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ReadWhole {
-    rate_limited: StatusSet,
-    server_error: StatusSet,
-}
-
-impl ReadWhole {
-    pub(crate) fn of(policy: &RetryPolicy) -> ReadWhole {
-        ReadWhole {
-            rate_limited: policy.rate_limited_statuses,
-            server_error: policy.server_error_statuses,
-        }
-    }
-
-    /// Whether an answer of `status` is read whole: as
-    /// `policy.class_of(status).is_some()`.
-    pub(crate) fn wants(self, status: u16) -> bool {
-        self.rate_limited.contains(status) || self.server_error.contains(status)
-    }
 }
 
 /// Reads `body` whole when it fits in `limit` bytes and has no trailers;
@@ -912,28 +887,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An attempt reads whole exactly the answers its retry rules class
-    /// (what `RetryPolicy::class_of` says), for the default rules and for
-    /// rules of other statuses.
-    #[test]
-    fn read_whole_wants_the_statuses_the_policy_classes() {
-        let custom = RetryPolicy {
-            rate_limited_statuses: StatusSet::of(&[420, 429]),
-            server_error_statuses: StatusSet::of(&[500, 599]),
-            ..RetryPolicy::default()
-        };
-        for policy in [RetryPolicy::default(), custom] {
-            let read = ReadWhole::of(&policy);
-            for status in 0..=1000 {
-                assert_eq!(
-                    read.wants(status),
-                    policy.class_of(status).is_some(),
-                    "{status}"
-                );
-            }
-        }
-    }
 
     fn frames<B: HttpBody<Data = Bytes>>(body: B) -> Vec<Result<Bytes, String>>
     where
