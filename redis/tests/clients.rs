@@ -20,11 +20,17 @@ fn get(url: String) -> http::Request<Bytes> {
 }
 
 fn fleet(url: &str, size: u32) -> RedisFleet {
+    fleet_retrying(url, size, FleetOptions::default().retry_every)
+}
+
+/// A fleet whose worker tries a Redis that failed again every `retry_every`.
+fn fleet_retrying(url: &str, size: u32, retry_every: Duration) -> RedisFleet {
     RedisFleet::new(
         url,
         FleetOptions {
             prefix: "test:".into(),
             size,
+            retry_every,
             ..FleetOptions::default()
         },
     )
@@ -175,9 +181,13 @@ fn after_requests(lab: &LabHandle, n: usize) {
 
 /// One client with a fleet of 2 (Redis down: half the quota), a batch of
 /// 30 over a 20-per-500 ms quota, and `fault` done to Redis after 8
-/// requests. Returns the notices; `None` when the test skips (no
-/// redis-server, outside CI).
-fn batch_through(fault: impl FnOnce(&mut Redis) + Send + 'static) -> Option<Vec<Notice>> {
+/// requests. The fleet tries a failed Redis again every `retry_every`.
+/// Returns the notices; `None` when the test skips (no redis-server,
+/// outside CI).
+fn batch_through(
+    retry_every: Duration,
+    fault: impl FnOnce(&mut Redis) + Send + 'static,
+) -> Option<Vec<Notice>> {
     let binary = Redis::find_or_skip()?;
     let redis = Redis::start(&binary);
     let lab = Arc::new(
@@ -190,7 +200,7 @@ fn batch_through(fault: impl FnOnce(&mut Redis) + Send + 'static) -> Option<Vec<
         timeout: Duration::from_secs(10),
         ..base()
     };
-    let f = SharedFleet::new(fleet(&redis.url(), 2));
+    let f = SharedFleet::new(fleet_retrying(&redis.url(), 2, retry_every));
     let c = client(config, Some(f), &notices);
     let faulty = {
         let lab = Arc::clone(&lab);
@@ -213,7 +223,7 @@ fn batch_through(fault: impl FnOnce(&mut Redis) + Send + 'static) -> Option<Vec<
 
 #[test]
 fn redis_killed_mid_batch_falls_back_once() {
-    let Some(notices) = batch_through(|redis| {
+    let Some(notices) = batch_through(FleetOptions::default().retry_every, |redis| {
         let port = redis.port();
         // Kill it: nothing listens on the port any more.
         let binary = Redis::find().unwrap();
@@ -229,7 +239,7 @@ fn redis_killed_mid_batch_falls_back_once() {
 
 #[test]
 fn redis_paused_mid_batch_falls_back_and_returns() {
-    let Some(notices) = batch_through(|redis| {
+    let Some(notices) = batch_through(FleetOptions::default().retry_every, |redis| {
         let pid = redis.pid().to_string();
         let stop = std::process::Command::new("kill")
             .args(["-STOP", &pid])
@@ -262,7 +272,12 @@ fn redis_paused_mid_batch_falls_back_and_returns() {
 fn redis_restarted_empty_mid_batch_is_used_again() {
     let served = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&served);
-    let Some(notices) = batch_through(move |redis| {
+    // The batch lasts 500 ms at least (30 items, 20 per 500 ms); the fleet
+    // tries Redis again 50 ms after the failure, so the restored notice
+    // comes with one of the batch's later records. With the default 500 ms
+    // the batch could end first (CI, 1 run in ~10: 685 ms, only the
+    // unavailable notice).
+    let Some(notices) = batch_through(Duration::from_millis(50), move |redis| {
         redis.restart();
         seen.store(1, Ordering::SeqCst);
     }) else {
