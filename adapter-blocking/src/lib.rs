@@ -22,8 +22,9 @@
 //! * **Attempts** run on a worker thread each (ureq blocks), which wakes the
 //!   calling thread when the answer is in. A `send` or `wait` has one in
 //!   flight, a `batch` up to `concurrency`. A `send` or `wait` without a
-//!   token over the default [`UreqTransport`] to an IP address runs its
-//!   attempts on the calling thread instead (on Unix), bounded end to end
+//!   token over the default [`UreqTransport`] to an IP address (or a host
+//!   name its resolver looked up less than 30 s ago: it reuses answers)
+//!   runs its attempts on the calling thread instead (on Unix), bounded end to end
 //!   by the call's deadline (no hand-off: two context switches fewer per
 //!   request). The default agent's connections wait on their sockets with
 //!   `poll(2)`, so that bound holds to the millisecond, where a socket

@@ -1,7 +1,10 @@
 //! The [default agent](crate::UreqTransport::default_agent)'s resolver:
-//! IP addresses answered without a lookup or a thread.
+//! IP addresses answered without a lookup or a thread, a host name's
+//! addresses reused for [`DNS_TTL`].
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use ureq::config::IpFamily;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
@@ -16,10 +19,135 @@ pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
     host.parse().ok()
 }
 
+/// How long the [default agent](crate::UreqTransport::default_agent)'s
+/// resolver reuses a host name's addresses: 30 s (Java's default for a
+/// successful lookup). hyper resolves only to open a connection, so
+/// reqwest reuses an address as long as its connection lives; ureq
+/// resolves before it looks in its pool, for every request, even one that
+/// then goes out on a kept-alive connection.
+pub(crate) const DNS_TTL: Duration = Duration::from_secs(30);
+
+/// How many host names the cache keeps (the oldest answer goes first).
+const DNS_ENTRIES: usize = 64;
+
+/// One host name's addresses for one port and address family.
+#[derive(Debug)]
+struct Entry {
+    host: Box<str>,
+    port: u16,
+    family: IpFamily,
+    addrs: ResolvedSocketAddrs,
+    at: Instant,
+}
+
+/// Recent lookups of host names: a successful answer is reused for
+/// [`DNS_TTL`]; a failure is not kept, and an attempt that fails on the
+/// way to a host drops its answer ([`forget`](DnsCache::forget)), so the
+/// retry looks the name up again.
+#[derive(Debug)]
+pub(crate) struct DnsCache {
+    entries: Mutex<Vec<Entry>>,
+}
+
+/// The process's cache, for every default agent.
+pub(crate) static DNS: DnsCache = DnsCache::new();
+
+impl DnsCache {
+    pub(crate) const fn new() -> DnsCache {
+        DnsCache {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The addresses of `host:port` in `family` looked up less than
+    /// [`DNS_TTL`] before `now`.
+    fn get(
+        &self,
+        host: &str,
+        port: u16,
+        family: IpFamily,
+        now: Instant,
+    ) -> Option<ResolvedSocketAddrs> {
+        self.lock()
+            .iter()
+            .find(|e| e.port == port && e.family == family && e.host.eq_ignore_ascii_case(host))
+            .filter(|e| now.saturating_duration_since(e.at) < DNS_TTL)
+            .map(|e| e.addrs.clone())
+    }
+
+    /// Whether `host:port` has fresh addresses in any family (an attempt
+    /// to it then needs no lookup).
+    pub(crate) fn fresh(&self, host: &str, port: u16, now: Instant) -> bool {
+        self.lock().iter().any(|e| {
+            e.port == port
+                && e.host.eq_ignore_ascii_case(host)
+                && now.saturating_duration_since(e.at) < DNS_TTL
+        })
+    }
+
+    /// Keeps `addrs` as `host:port`'s in `family`, looked up at `now`.
+    fn put(
+        &self,
+        host: &str,
+        port: u16,
+        family: IpFamily,
+        addrs: &ResolvedSocketAddrs,
+        now: Instant,
+    ) {
+        let mut entries = self.lock();
+        entries.retain(|e| {
+            now.saturating_duration_since(e.at) < DNS_TTL
+                && !(e.port == port && e.family == family && e.host.eq_ignore_ascii_case(host))
+        });
+        if entries.len() >= DNS_ENTRIES
+            && let Some(oldest) = entries
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.at)
+                .map(|(i, _)| i)
+        {
+            entries.swap_remove(oldest);
+        }
+        entries.push(Entry {
+            host: host.to_ascii_lowercase().into(),
+            port,
+            family,
+            addrs: addrs.clone(),
+            at: now,
+        });
+    }
+
+    /// Drops what is kept for `host:port` (every family).
+    pub(crate) fn forget(&self, host: &str, port: u16) {
+        self.lock()
+            .retain(|e| !(e.port == port && e.host.eq_ignore_ascii_case(host)));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// The port a request to `uri` goes to: its own, or its scheme's.
+pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
+    match uri.scheme_str() {
+        _ if uri.port_u16().is_some() => uri.port_u16(),
+        Some("http") => Some(80),
+        Some("https") => Some(443),
+        _ => None,
+    }
+}
+
 /// The [default agent](crate::UreqTransport::default_agent)'s resolver: an IP
-/// address is its own answer (no lookup, no thread); a host name goes to
-/// ureq's `DefaultResolver` (which, under a timeout, resolves it on a
-/// thread spawned for the request).
+/// address is its own answer (no lookup, no thread); a host name's
+/// addresses come from the process's [`DnsCache`] while fresh, and
+/// otherwise from ureq's `DefaultResolver` (which, under a timeout,
+/// resolves it on a thread spawned for the lookup), then are kept there.
 ///
 /// `ureq::unversioned` is outside ureq's semver promise (it may change in
 /// a minor version): the ureq requirement is capped at the versions this
@@ -34,12 +162,7 @@ impl Resolver for LiteralResolver {
         config: &ureq::config::Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let port = match uri.scheme_str() {
-            _ if uri.port_u16().is_some() => uri.port_u16(),
-            Some("http") => Some(80),
-            Some("https") => Some(443),
-            _ => None,
-        };
+        let port = port_of(uri);
         let wanted = |ip: &IpAddr| match config.ip_family() {
             IpFamily::Any => true,
             IpFamily::Ipv4Only => ip.is_ipv4(),
@@ -51,6 +174,17 @@ impl Resolver for LiteralResolver {
                 addrs.push(SocketAddr::new(ip, port));
                 Ok(addrs)
             }
+            (None, Some(port)) => {
+                let host = uri.host().unwrap_or_default();
+                let family = config.ip_family();
+                let now = Instant::now();
+                if let Some(addrs) = DNS.get(host, port, family, now) {
+                    return Ok(addrs);
+                }
+                let addrs = self.0.resolve(uri, config, timeout)?;
+                DNS.put(host, port, family, &addrs, now);
+                Ok(addrs)
+            }
             _ => self.0.resolve(uri, config, timeout),
         }
     }
@@ -59,6 +193,81 @@ impl Resolver for LiteralResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn addrs(list: &[&str]) -> ResolvedSocketAddrs {
+        let mut out = LiteralResolver::default().empty();
+        for a in list {
+            out.push(a.parse().unwrap());
+        }
+        out
+    }
+
+    /// The cache on its own, with the instants passed in.
+    #[test]
+    fn a_host_name_s_addresses_are_reused_for_the_ttl_then_looked_up_again() {
+        let cache = DnsCache::new();
+        let t0 = Instant::now();
+        let v4 = addrs(&["10.0.0.1:443", "10.0.0.2:443"]);
+        let any = IpFamily::Any;
+        assert_eq!(cache.get("api.example", 443, any, t0), None);
+        cache.put("API.Example", 443, any, &v4, t0);
+        // Host names are case-insensitive; the port and family are part of
+        // the key.
+        let hit = cache.get(
+            "api.EXAMPLE",
+            443,
+            any,
+            t0 + DNS_TTL - Duration::from_nanos(1),
+        );
+        assert_eq!(hit.as_deref(), Some(&v4[..]));
+        assert!(cache.fresh("api.example", 443, t0));
+        assert_eq!(cache.get("api.example", 80, any, t0), None);
+        assert!(!cache.fresh("api.example", 80, t0));
+        assert_eq!(cache.get("api.example", 443, IpFamily::Ipv4Only, t0), None);
+        // At the TTL it is stale: looked up again.
+        assert_eq!(cache.get("api.example", 443, any, t0 + DNS_TTL), None);
+        assert!(!cache.fresh("api.example", 443, t0 + DNS_TTL));
+        // A new answer replaces the old one.
+        let moved = addrs(&["10.0.0.9:443"]);
+        cache.put("api.example", 443, any, &moved, t0 + DNS_TTL);
+        let hit = cache.get("api.example", 443, any, t0 + DNS_TTL);
+        assert_eq!(hit.as_deref(), Some(&moved[..]));
+        assert_eq!(cache.len(), 1);
+        // A failed attempt forgets the host's answer in every family.
+        cache.put(
+            "api.example",
+            443,
+            IpFamily::Ipv6Only,
+            &addrs(&["[::1]:443"]),
+            t0 + DNS_TTL,
+        );
+        cache.forget("Api.Example", 443);
+        assert_eq!(cache.len(), 0);
+        assert!(!cache.fresh("api.example", 443, t0 + DNS_TTL));
+    }
+
+    #[test]
+    fn the_cache_keeps_at_most_its_bound_dropping_stale_then_oldest_answers() {
+        let cache = DnsCache::new();
+        let t0 = Instant::now();
+        let one = addrs(&["10.0.0.1:80"]);
+        for i in 0..DNS_ENTRIES {
+            let at = t0 + Duration::from_millis(i as u64);
+            cache.put(&format!("h{i}"), 80, IpFamily::Any, &one, at);
+        }
+        assert_eq!(cache.len(), DNS_ENTRIES);
+        // Full: the oldest answer (h0) makes room.
+        let later = t0 + Duration::from_secs(1);
+        cache.put("new", 80, IpFamily::Any, &one, later);
+        assert_eq!(cache.len(), DNS_ENTRIES);
+        assert_eq!(cache.get("h0", 80, IpFamily::Any, later), None);
+        assert!(cache.get("h1", 80, IpFamily::Any, later).is_some());
+        assert!(cache.get("new", 80, IpFamily::Any, later).is_some());
+        // Stale answers go first, all of them.
+        let stale = t0 + DNS_TTL + Duration::from_secs(2);
+        cache.put("fresh", 80, IpFamily::Any, &one, stale);
+        assert_eq!(cache.len(), 1);
+    }
 
     #[test]
     fn the_default_agent_s_resolver_answers_ip_addresses_itself() {

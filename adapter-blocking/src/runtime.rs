@@ -45,8 +45,9 @@ impl Runtime for Threads {
         block_on(call)
     }
     /// `send` and `wait` without a token: an attempt of the default
-    /// [`UreqTransport`](crate::UreqTransport) to an IP address runs on the
-    /// calling thread (see there).
+    /// [`UreqTransport`](crate::UreqTransport) to an IP address (or a host
+    /// name looked up less than 30 s ago) runs on the calling thread (see
+    /// there).
     #[inline(always)]
     fn call_sequential<F: Future>(call: F) -> F::Output {
         crate::block_on::block_on_sequential(call)

@@ -17,7 +17,7 @@ use ureq::config::ConfigBuilder;
 use ureq::typestate::HttpCrateScope;
 
 use crate::block_on::{InlineTicket, wake_at};
-use crate::resolver::{LiteralResolver, ip_literal};
+use crate::resolver::{DNS, LiteralResolver, ip_literal, port_of};
 use polite_client::recycle::Recycler;
 
 /// What one attempt produces.
@@ -43,9 +43,11 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// not a batch ([`Runtime::call_sequential`](polite_client::Runtime::call_sequential))
 /// — when this is the [`Default`] transport (its agent is
 /// [`default_agent`](Self::default_agent)'s, whose resolver answers an IP
-/// address without a lookup) and the URL's host is an IP address (`http`
-/// or `https`, no proxy configured). A host name keeps the worker: ureq
-/// resolves it under a timeout on a thread it spawns per request. A
+/// address without a lookup and reuses a host name's addresses for 30 s)
+/// and the URL's host is an IP address or a host name that resolver looked
+/// up less than 30 s ago (`http` or `https`, no proxy configured). A host
+/// name not looked up yet keeps the worker for that attempt: ureq resolves
+/// it under a timeout on a thread it spawns for the lookup. A
 /// transport over an agent of your own ([`new`](Self::new)) always uses
 /// workers. [`worker_attempts`](Self::worker_attempts) counts the attempts
 /// handed to workers. A transport of your own that wraps the default
@@ -147,13 +149,15 @@ pub struct UreqTransport {
     /// Counted attempts handed to a worker thread.
     handed: Arc<AtomicU64>,
     /// The agent is [`default_agent`](Self::default_agent)'s: attempts of
-    /// sequential calls to an IP address may run on the calling thread.
+    /// sequential calls to an IP address (or a host name looked up less
+    /// than 30 s ago) may run on the calling thread.
     inline: bool,
 }
 
 impl Default for UreqTransport {
     /// A transport over [`default_agent`](UreqTransport::default_agent),
-    /// whose sequential calls to IP addresses run their attempts on the
+    /// whose sequential calls to IP addresses (and host names looked up
+    /// less than 30 s ago) run their attempts on the
     /// calling thread (see above).
     fn default() -> Self {
         UreqTransport {
@@ -208,9 +212,16 @@ impl UreqTransport {
     /// needs `max_idle_connections_per_host` at least its concurrency.
     ///
     /// Its resolver answers an IP address itself, with no lookup and no
-    /// thread, and hands a host name to ureq's `DefaultResolver`: ureq with
-    /// an end-to-end timeout (`timeout_global`) otherwise spawns a thread
-    /// per request to resolve even `127.0.0.1`.
+    /// thread (ureq with an end-to-end timeout, `timeout_global`, otherwise
+    /// spawns a thread per request to resolve even `127.0.0.1`), and hands
+    /// a host name to ureq's `DefaultResolver`, then reuses the answer for
+    /// 30 s across every default agent of the process (at most 64 names;
+    /// an attempt that fails before an answer drops its host's, so the
+    /// retry looks it up again). ureq resolves before it looks in its
+    /// pool: without the reuse, every request, even one on a kept-alive
+    /// connection, cost a lookup (on Linux, `/etc/hosts` read again, or a
+    /// query to the DNS server: glibc keeps no answers), where hyper (so
+    /// reqwest) resolves only to open a connection.
     ///
     /// ```
     /// let agent = polite_blocking::UreqTransport::default_agent();
@@ -325,7 +336,8 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
 }
 
 /// One attempt of a [`UreqTransport`]: on a worker thread, or, for a
-/// sequential call to an IP address over the default agent, on the calling
+/// sequential call to an IP address (or a host name looked up less than
+/// 30 s ago) over the default agent, on the calling
 /// thread at its second poll (see [`UreqTransport`]).
 ///
 /// On a worker, it resolves with the worker's result, or `Aborted` at
@@ -481,13 +493,19 @@ impl Transport for UreqTransport {
 }
 
 impl UreqTransport {
-    /// Whether `request` can be sent without a thread of ureq's own: to an
-    /// IP address over http or https, through no proxy (ureq resolves a
-    /// host name under a timeout on a thread it spawns for the request).
+    /// Whether `request` can be sent without a thread of ureq's own: over
+    /// http or https, through no proxy, to an IP address or to a host name
+    /// the default agent's resolver looked up less than 30 s ago (ureq
+    /// resolves a host name under a timeout on a thread it spawns for the
+    /// lookup).
     fn thread_free(&self, request: &http::Request<Bytes>) -> bool {
+        let uri = request.uri();
         self.agent.config().proxy().is_none()
-            && matches!(request.uri().scheme_str(), Some("http" | "https"))
-            && request.uri().host().and_then(ip_literal).is_some()
+            && matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|host| {
+                ip_literal(host).is_some()
+                    || port_of(uri).is_some_and(|port| DNS.fresh(host, port, Instant::now()))
+            })
     }
 
     /// Hands the attempt to a worker; returns the slot it fills.
@@ -656,6 +674,13 @@ fn attempt(
     if left.is_zero() {
         return Err(TransportErrorKind::Aborted.into());
     }
+    // A host name whose attempt fails before an answer is looked up again
+    // by the next attempt (see `DnsCache`).
+    let uri = request.uri();
+    let named = uri
+        .host()
+        .filter(|host| ip_literal(host).is_none())
+        .and_then(|_| Some((uri.authority()?.clone(), port_of(uri)?)));
     let (parts, body) = request.into_parts();
     let head = parts.method == http::Method::HEAD;
     let sent = if body.is_empty() && bodiless(&parts.method) {
@@ -673,7 +698,15 @@ fn attempt(
         }
         e => error(e),
     };
-    let mut response = sent.map_err(timed_out)?;
+    let mut response = match sent {
+        Ok(response) => response,
+        Err(e) => {
+            if let Some((authority, port)) = named {
+                DNS.forget(authority.host(), port);
+            }
+            return Err(timed_out(e));
+        }
+    };
     let limit = u64::try_from(max_body).unwrap_or(u64::MAX);
     let declared = response
         .headers()
@@ -1055,6 +1088,56 @@ mod tests {
         // Any other error inside an I/O one: by its I/O kind.
         let other = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "x");
         assert_eq!(kind(&ureq::Error::Io(other)), TransportErrorKind::Reset);
+    }
+}
+
+/// Host names through the default agent: looked up once, then their
+/// attempts need no thread of their own.
+#[cfg(all(test, unix))]
+mod dns_tests {
+    use super::*;
+    use crate::{Client, Config};
+
+    fn get(url: &str) -> http::Request<Bytes> {
+        http::Request::get(url).body(Bytes::new()).unwrap()
+    }
+
+    #[test]
+    fn a_host_name_looked_up_once_then_sends_run_on_the_calling_thread() {
+        let lab = polite_lab::Lab::start(polite_lab::LabConfig::default()).unwrap();
+        let port = lab.addr().port();
+        let url = format!("http://localhost:{port}/items/1");
+        let client = Client::with_transport(UreqTransport::default(), Config::default()).unwrap();
+        // Not looked up yet: the first attempt goes to a worker (the
+        // lookup runs under the attempt's timeout, on a thread of ureq's).
+        assert!(!DNS.fresh("localhost", port, Instant::now()));
+        assert_eq!(client.send(get(&url)).unwrap().status(), 200);
+        assert_eq!(client.transport().worker_attempts(), 1);
+        assert!(DNS.fresh("localhost", port, Instant::now()));
+        // Looked up: the next ones run on this thread.
+        for _ in 0..3 {
+            assert_eq!(client.send(get(&url)).unwrap().status(), 200);
+        }
+        assert_eq!(client.transport().worker_attempts(), 1);
+        assert_eq!(lab.log().len(), 4);
+        assert_eq!(lab.connections(), 1, "one connection kept alive");
+    }
+
+    #[test]
+    fn an_attempt_that_fails_before_an_answer_forgets_the_host_s_addresses() {
+        // A port nothing listens on (bound, then closed).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let t = UreqTransport::default();
+        let url = format!("http://localhost:{port}/");
+        let err = crate::block_on(t.send(get(&url), Instant::now() + Duration::from_secs(5)))
+            .unwrap_err();
+        assert_eq!(err.kind(), TransportErrorKind::Refused, "{err:?}");
+        // It was looked up (the refusal came from an address), and the
+        // failure dropped the answer: the retry looks the name up again.
+        assert!(!DNS.fresh("localhost", port, Instant::now()));
     }
 }
 
