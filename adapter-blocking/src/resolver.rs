@@ -33,6 +33,8 @@ const DNS_ENTRIES: usize = 64;
 /// One host name's addresses for one port and address family.
 #[derive(Debug)]
 struct Entry {
+    /// Unique in the process ([`answered`]).
+    id: u64,
     host: Box<str>,
     port: u16,
     family: IpFamily,
@@ -47,6 +49,28 @@ struct Entry {
 #[derive(Debug)]
 pub(crate) struct DnsCache {
     entries: Mutex<Vec<Entry>>,
+    ids: std::sync::atomic::AtomicU64,
+}
+
+thread_local! {
+    /// The entry the resolver last answered from on this thread, for the
+    /// attempt running on it (an attempt and its lookup run on one thread).
+    static ANSWERED: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes the entry an answer on this thread came from (`None`: none, an
+/// IP address or a failed lookup); an attempt clears it when it starts.
+pub(crate) fn answered(id: Option<u64>) {
+    ANSWERED.with(|a| a.set(id));
+}
+
+/// Drops the entry this thread's attempt was answered from, if any: the
+/// attempt failed before an answer, so the next one looks the name up
+/// again.
+pub(crate) fn forget_answered() {
+    if let Some(id) = ANSWERED.with(std::cell::Cell::take) {
+        DNS.forget_id(id);
+    }
 }
 
 /// The process's cache, for every default agent.
@@ -56,6 +80,7 @@ impl DnsCache {
     pub(crate) const fn new() -> DnsCache {
         DnsCache {
             entries: Mutex::new(Vec::new()),
+            ids: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -65,18 +90,19 @@ impl DnsCache {
 
     /// The addresses of `host:port` in `family` looked up less than
     /// [`DNS_TTL`] before `now`.
+    /// (With the entry's id.)
     fn get(
         &self,
         host: &str,
         port: u16,
         family: IpFamily,
         now: Instant,
-    ) -> Option<ResolvedSocketAddrs> {
+    ) -> Option<(ResolvedSocketAddrs, u64)> {
         self.lock()
             .iter()
             .find(|e| e.port == port && e.family == family && e.host.eq_ignore_ascii_case(host))
             .filter(|e| now.saturating_duration_since(e.at) < DNS_TTL)
-            .map(|e| e.addrs.clone())
+            .map(|e| (e.addrs.clone(), e.id))
     }
 
     /// Whether `host:port` has fresh addresses in any family (an attempt
@@ -89,7 +115,8 @@ impl DnsCache {
         })
     }
 
-    /// Keeps `addrs` as `host:port`'s in `family`, looked up at `now`.
+    /// Keeps `addrs` as `host:port`'s in `family`, looked up at `now`;
+    /// returns the entry's id.
     fn put(
         &self,
         host: &str,
@@ -97,7 +124,8 @@ impl DnsCache {
         family: IpFamily,
         addrs: &ResolvedSocketAddrs,
         now: Instant,
-    ) {
+    ) -> u64 {
+        let id = self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut entries = self.lock();
         entries.retain(|e| {
             now.saturating_duration_since(e.at) < DNS_TTL
@@ -113,16 +141,24 @@ impl DnsCache {
             entries.swap_remove(oldest);
         }
         entries.push(Entry {
+            id,
             host: host.to_ascii_lowercase().into(),
             port,
             family,
             addrs: addrs.clone(),
             at: now,
         });
+        id
+    }
+
+    /// Drops entry `id`, if it is still kept.
+    fn forget_id(&self, id: u64) {
+        self.lock().retain(|e| e.id != id);
     }
 
     /// Drops what is kept for `host:port` (every family).
-    pub(crate) fn forget(&self, host: &str, port: u16) {
+    #[cfg(test)]
+    fn forget(&self, host: &str, port: u16) {
         self.lock()
             .retain(|e| !(e.port == port && e.host.eq_ignore_ascii_case(host)));
     }
@@ -178,11 +214,12 @@ impl Resolver for LiteralResolver {
                 let host = uri.host().unwrap_or_default();
                 let family = config.ip_family();
                 let now = Instant::now();
-                if let Some(addrs) = DNS.get(host, port, family, now) {
+                if let Some((addrs, id)) = DNS.get(host, port, family, now) {
+                    answered(Some(id));
                     return Ok(addrs);
                 }
                 let addrs = self.0.resolve(uri, config, timeout)?;
-                DNS.put(host, port, family, &addrs, now);
+                answered(Some(DNS.put(host, port, family, &addrs, now)));
                 Ok(addrs)
             }
             _ => self.0.resolve(uri, config, timeout),
@@ -209,7 +246,7 @@ mod tests {
         let t0 = Instant::now();
         let v4 = addrs(&["10.0.0.1:443", "10.0.0.2:443"]);
         let any = IpFamily::Any;
-        assert_eq!(cache.get("api.example", 443, any, t0), None);
+        assert!(cache.get("api.example", 443, any, t0).is_none());
         cache.put("API.Example", 443, any, &v4, t0);
         // Host names are case-insensitive; the port and family are part of
         // the key.
@@ -219,19 +256,23 @@ mod tests {
             any,
             t0 + DNS_TTL - Duration::from_nanos(1),
         );
-        assert_eq!(hit.as_deref(), Some(&v4[..]));
+        assert_eq!(hit.map(|(a, _)| a.to_vec()), Some(v4.to_vec()));
         assert!(cache.fresh("api.example", 443, t0));
-        assert_eq!(cache.get("api.example", 80, any, t0), None);
+        assert!(cache.get("api.example", 80, any, t0).is_none());
         assert!(!cache.fresh("api.example", 80, t0));
-        assert_eq!(cache.get("api.example", 443, IpFamily::Ipv4Only, t0), None);
+        assert!(
+            cache
+                .get("api.example", 443, IpFamily::Ipv4Only, t0)
+                .is_none()
+        );
         // At the TTL it is stale: looked up again.
-        assert_eq!(cache.get("api.example", 443, any, t0 + DNS_TTL), None);
+        assert!(cache.get("api.example", 443, any, t0 + DNS_TTL).is_none());
         assert!(!cache.fresh("api.example", 443, t0 + DNS_TTL));
         // A new answer replaces the old one.
         let moved = addrs(&["10.0.0.9:443"]);
         cache.put("api.example", 443, any, &moved, t0 + DNS_TTL);
         let hit = cache.get("api.example", 443, any, t0 + DNS_TTL);
-        assert_eq!(hit.as_deref(), Some(&moved[..]));
+        assert_eq!(hit.map(|(a, _)| a.to_vec()), Some(moved.to_vec()));
         assert_eq!(cache.len(), 1);
         // A failed attempt forgets the host's answer in every family.
         cache.put(
@@ -244,6 +285,25 @@ mod tests {
         cache.forget("Api.Example", 443);
         assert_eq!(cache.len(), 0);
         assert!(!cache.fresh("api.example", 443, t0 + DNS_TTL));
+    }
+
+    /// The attempt that failed forgets the entry its own lookup used (on
+    /// its thread), not another one.
+    #[test]
+    fn a_failed_attempt_forgets_the_entry_it_was_answered_from() {
+        let now = Instant::now();
+        let one = addrs(&["10.0.0.1:80"]);
+        let id = DNS.put("answered.test", 80, IpFamily::Any, &one, now);
+        let other = DNS.put("other.test", 80, IpFamily::Any, &one, now);
+        answered(Some(id));
+        forget_answered();
+        assert!(!DNS.fresh("answered.test", 80, now));
+        assert!(DNS.fresh("other.test", 80, now));
+        // Nothing noted (an IP address): nothing forgotten.
+        answered(None);
+        forget_answered();
+        assert!(DNS.fresh("other.test", 80, now));
+        DNS.forget_id(other);
     }
 
     #[test]
@@ -260,7 +320,7 @@ mod tests {
         let later = t0 + Duration::from_secs(1);
         cache.put("new", 80, IpFamily::Any, &one, later);
         assert_eq!(cache.len(), DNS_ENTRIES);
-        assert_eq!(cache.get("h0", 80, IpFamily::Any, later), None);
+        assert!(cache.get("h0", 80, IpFamily::Any, later).is_none());
         assert!(cache.get("h1", 80, IpFamily::Any, later).is_some());
         assert!(cache.get("new", 80, IpFamily::Any, later).is_some());
         // Stale answers go first, all of them.

@@ -674,13 +674,9 @@ fn attempt(
     if left.is_zero() {
         return Err(TransportErrorKind::Aborted.into());
     }
-    // A host name whose attempt fails before an answer is looked up again
-    // by the next attempt (see `DnsCache`).
-    let uri = request.uri();
-    let named = uri
-        .host()
-        .filter(|host| ip_literal(host).is_none())
-        .and_then(|_| Some((uri.authority()?.clone(), port_of(uri)?)));
+    // What the resolver answers for this attempt from the cache, if it
+    // does (see `DnsCache`).
+    crate::resolver::answered(None);
     let (parts, body) = request.into_parts();
     let head = parts.method == http::Method::HEAD;
     let sent = if body.is_empty() && bodiless(&parts.method) {
@@ -701,9 +697,9 @@ fn attempt(
     let mut response = match sent {
         Ok(response) => response,
         Err(e) => {
-            if let Some((authority, port)) = named {
-                DNS.forget(authority.host(), port);
-            }
+            // A host name whose attempt fails before an answer is looked
+            // up again by the next attempt.
+            crate::resolver::forget_answered();
             return Err(timed_out(e));
         }
     };
