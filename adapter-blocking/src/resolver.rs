@@ -169,6 +169,25 @@ impl DnsCache {
     }
 }
 
+/// A host name's lookup failed (the system's reason is the source). ureq
+/// reports it as a bare I/O error, which read as "other transport error";
+/// the default agent's resolver wraps it in this, which
+/// [`UreqTransport`](crate::UreqTransport) reports as a DNS failure.
+#[derive(Debug)]
+pub(crate) struct LookupFailed(pub(crate) std::io::Error);
+
+impl std::fmt::Display for LookupFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the host name's lookup failed")
+    }
+}
+
+impl std::error::Error for LookupFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 /// The port a request to `uri` goes to: its own, or its scheme's.
 pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
     match uri.scheme_str() {
@@ -189,9 +208,9 @@ pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
 /// a minor version): the ureq requirement is capped at the versions this
 /// was checked against (see Cargo.toml).
 #[derive(Debug, Default)]
-pub(crate) struct LiteralResolver(DefaultResolver);
+pub(crate) struct LiteralResolver<R = DefaultResolver>(R);
 
-impl Resolver for LiteralResolver {
+impl<R: Resolver> Resolver for LiteralResolver<R> {
     fn resolve(
         &self,
         uri: &http::Uri,
@@ -218,7 +237,14 @@ impl Resolver for LiteralResolver {
                     answered(Some(id));
                     return Ok(addrs);
                 }
-                let addrs = self.0.resolve(uri, config, timeout)?;
+                let addrs = self.0.resolve(uri, config, timeout).map_err(|e| match e {
+                    // The lookup itself failed (ureq's resolver does no
+                    // other I/O).
+                    ureq::Error::Io(io) => {
+                        ureq::Error::Io(std::io::Error::new(io.kind(), LookupFailed(io)))
+                    }
+                    e => e,
+                })?;
                 answered(Some(DNS.put(host, port, family, &addrs, now)));
                 Ok(addrs)
             }
@@ -232,7 +258,7 @@ mod tests {
     use super::*;
 
     fn addrs(list: &[&str]) -> ResolvedSocketAddrs {
-        let mut out = LiteralResolver::default().empty();
+        let mut out = LiteralResolver::<DefaultResolver>::default().empty();
         for a in list {
             out.push(a.parse().unwrap());
         }
@@ -287,6 +313,46 @@ mod tests {
         assert!(!cache.fresh("api.example", 443, t0 + DNS_TTL));
     }
 
+    /// A resolver whose every lookup fails as the system's does.
+    #[derive(Debug)]
+    struct Failing;
+
+    impl Resolver for Failing {
+        fn resolve(
+            &self,
+            _: &http::Uri,
+            _: &ureq::config::Config,
+            _: NextTimeout,
+        ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+            Err(ureq::Error::Io(std::io::Error::other(
+                "failed to lookup address information: Name or service not known",
+            )))
+        }
+    }
+
+    /// A failed lookup is told apart from other I/O errors (it read as
+    /// "other transport error"), the system's reason kept as its source,
+    /// and nothing is kept for the name.
+    #[test]
+    fn a_failed_lookup_says_so_and_keeps_the_reason() {
+        let resolver = LiteralResolver(Failing);
+        let uri: http::Uri = "http://lookup-fails.test:8080/".parse().unwrap();
+        let config = ureq::config::Config::default();
+        let Err(ureq::Error::Io(io)) = resolver.resolve(&uri, &config, NextTimeout::default())
+        else {
+            panic!("the lookup failed");
+        };
+        let failed = io.get_ref().and_then(|e| e.downcast_ref::<LookupFailed>());
+        let reason = failed
+            .and_then(std::error::Error::source)
+            .map(ToString::to_string);
+        assert_eq!(
+            reason.as_deref(),
+            Some("failed to lookup address information: Name or service not known")
+        );
+        assert!(!DNS.fresh("lookup-fails.test", 8080, Instant::now()));
+    }
+
     /// The attempt that failed forgets the entry its own lookup used (on
     /// its thread), not another one.
     #[test]
@@ -331,7 +397,7 @@ mod tests {
 
     #[test]
     fn the_default_agent_s_resolver_answers_ip_addresses_itself() {
-        let resolver = LiteralResolver::default();
+        let resolver = LiteralResolver::<DefaultResolver>::default();
         let resolve = |uri: &str, config: &ureq::config::Config| {
             let uri: http::Uri = uri.parse().unwrap();
             resolver

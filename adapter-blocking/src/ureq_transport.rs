@@ -235,7 +235,11 @@ impl UreqTransport {
             .max_idle_connections(4 * Self::IDLE_PER_HOST)
             .http_status_as_error(false)
             .build();
-        ureq::Agent::with_parts(config, connector(), LiteralResolver::default())
+        ureq::Agent::with_parts(
+            config,
+            connector(),
+            LiteralResolver::<ureq::unversioned::resolver::DefaultResolver>::default(),
+        )
     }
 
     /// Sets the largest body read; a larger one fails the attempt with a
@@ -832,8 +836,9 @@ fn kind(e: &ureq::Error) -> TransportErrorKind {
         ureq::Error::HostNotFound => TransportErrorKind::Dns,
         // ureq's rustls handshake reports rustls's error inside an I/O
         // error (`InvalidData`), not as `Error::Rustls`.
-        ureq::Error::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref()) {
-            Some(tls) => tls_kind(tls),
+        ureq::Error::Io(io) => match io.get_ref() {
+            Some(inner) if inner.is::<crate::resolver::LookupFailed>() => TransportErrorKind::Dns,
+            Some(inner) => inner.downcast_ref().map_or_else(|| io_kind(io), tls_kind),
             None => io_kind(io),
         },
         ureq::Error::Rustls(tls) => tls_kind(tls),
@@ -1081,6 +1086,12 @@ mod tests {
             in_io(rustls::Error::HandshakeNotComplete),
             TransportErrorKind::Tls
         );
+        // A failed lookup of a host name (the default agent's resolver
+        // wraps the system's error): a DNS failure.
+        let lookup = std::io::Error::other("failed to lookup address information");
+        let failed = crate::resolver::LookupFailed(lookup);
+        let wrapped = std::io::Error::other(failed);
+        assert_eq!(kind(&ureq::Error::Io(wrapped)), TransportErrorKind::Dns);
         // Any other error inside an I/O one: by its I/O kind.
         let other = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "x");
         assert_eq!(kind(&ureq::Error::Io(other)), TransportErrorKind::Reset);
@@ -1194,7 +1205,11 @@ mod https_tests {
             .tls_config(tls)
             .http_status_as_error(false)
             .build();
-        let agent = ureq::Agent::with_parts(agent_config, connector(), LiteralResolver::default());
+        let agent = ureq::Agent::with_parts(
+            agent_config,
+            connector(),
+            LiteralResolver::<ureq::unversioned::resolver::DefaultResolver>::default(),
+        );
         let transport = UreqTransport {
             inline: true,
             ..UreqTransport::new(agent)
