@@ -207,8 +207,15 @@ pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
 /// `ureq::unversioned` is outside ureq's semver promise (it may change in
 /// a minor version): the ureq requirement is capped at the versions this
 /// was checked against (see Cargo.toml).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct LiteralResolver<R = DefaultResolver>(R);
+
+impl LiteralResolver {
+    /// Over ureq's `DefaultResolver`.
+    pub(crate) fn new() -> LiteralResolver {
+        LiteralResolver(DefaultResolver::default())
+    }
+}
 
 impl<R: Resolver> Resolver for LiteralResolver<R> {
     fn resolve(
@@ -258,7 +265,7 @@ mod tests {
     use super::*;
 
     fn addrs(list: &[&str]) -> ResolvedSocketAddrs {
-        let mut out = LiteralResolver::<DefaultResolver>::default().empty();
+        let mut out = LiteralResolver::new().empty();
         for a in list {
             out.push(a.parse().unwrap());
         }
@@ -397,7 +404,7 @@ mod tests {
 
     #[test]
     fn the_default_agent_s_resolver_answers_ip_addresses_itself() {
-        let resolver = LiteralResolver::<DefaultResolver>::default();
+        let resolver = LiteralResolver::new();
         let resolve = |uri: &str, config: &ureq::config::Config| {
             let uri: http::Uri = uri.parse().unwrap();
             resolver

@@ -235,11 +235,7 @@ impl UreqTransport {
             .max_idle_connections(4 * Self::IDLE_PER_HOST)
             .http_status_as_error(false)
             .build();
-        ureq::Agent::with_parts(
-            config,
-            connector(),
-            LiteralResolver::<ureq::unversioned::resolver::DefaultResolver>::default(),
-        )
+        ureq::Agent::with_parts(config, connector(), LiteralResolver::new())
     }
 
     /// Sets the largest body read; a larger one fails the attempt with a
@@ -1205,11 +1201,7 @@ mod https_tests {
             .tls_config(tls)
             .http_status_as_error(false)
             .build();
-        let agent = ureq::Agent::with_parts(
-            agent_config,
-            connector(),
-            LiteralResolver::<ureq::unversioned::resolver::DefaultResolver>::default(),
-        );
+        let agent = ureq::Agent::with_parts(agent_config, connector(), LiteralResolver::new());
         let transport = UreqTransport {
             inline: true,
             ..UreqTransport::new(agent)
