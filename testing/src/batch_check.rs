@@ -116,6 +116,9 @@ pub struct BatchChecker {
     /// outcome): what the `head-of-line` rule looks for, which only moves
     /// forward.
     first_waiting: usize,
+    /// A full look after `Stop` found no violation, with the outcomes now
+    /// in `outcomes` (see [`outcomes_since`](Self::outcomes_since)).
+    settled: bool,
 }
 
 /// SPEC §4: a refused throttle answers "when the oldest send ages out,
@@ -223,6 +226,7 @@ impl BatchChecker {
             seen: 0,
             recheck: false,
             first_waiting: 0,
+            settled: false,
         }
     }
 
@@ -819,7 +823,10 @@ impl BatchChecker {
     /// and the same first violation, at a cost that does not grow with
     /// its size. What it trusts: that an outcome set without counting
     /// does not stay unseen until `Stop` (it is seen by the next full look:
-    /// a count that does not match, a late answer, or the `Stop`).
+    /// a count that does not match, a late answer, or the `Stop`). After
+    /// `Stop`, when a full look has passed, a look at the very same
+    /// outcomes (compared item by item: `outcome-changed`) has that look's
+    /// verdict: nothing else the rules read changes after `Stop`.
     ///
     /// # Errors
     ///
@@ -842,6 +849,15 @@ impl BatchChecker {
     /// c.output(t0, &Action::Stop(Outcome::BatchDone { succeeded: 2, failed: 0 })).unwrap();
     /// let err = c.outcomes_since(&[done, Some(Outcome::Cancelled)], 2, Some(0)).unwrap_err();
     /// assert_eq!(err.rule, "outcome-changed");
+    ///
+    /// // After a look at `Stop` that passed, the same outcomes pass again
+    /// // and any change is still caught.
+    /// let mut c = BatchChecker::new(&policy, &requests, deadline);
+    /// c.output(t0, &Action::Stop(Outcome::BatchDone { succeeded: 2, failed: 0 })).unwrap();
+    /// c.outcomes_since(&[done, done], 2, Some(1)).unwrap();
+    /// c.outcomes_since(&[done, done], 2, Some(1)).unwrap();
+    /// let err = c.outcomes_since(&[done, None], 2, Some(1)).unwrap_err();
+    /// assert_eq!(err.rule, "outcome-changed");
     /// ```
     pub fn outcomes_since(
         &mut self,
@@ -849,7 +865,21 @@ impl BatchChecker {
         ended: u32,
         last: Option<u32>,
     ) -> Result<(), Violation> {
-        if items.len() != self.outcomes.len() || self.stopped.is_some() || self.recheck {
+        if self.stopped.is_some() {
+            // After `Stop` nothing the rules read changes but the outcomes
+            // (`input` records nothing more, `output` only compares, no
+            // `SleepUntil` is pending): a look at the same outcomes as the
+            // last full one, which passed, has its verdict. Comparing them
+            // is `outcome-changed` on every item; any change, the full
+            // look again.
+            if self.settled && !self.recheck && items == self.outcomes.as_slice() {
+                return Ok(());
+            }
+            self.outcomes(items)?;
+            self.settled = true;
+            return Ok(());
+        }
+        if items.len() != self.outcomes.len() || self.recheck {
             return self.outcomes(items);
         }
         let mut starved_free = None;
