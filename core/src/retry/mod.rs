@@ -121,7 +121,7 @@ impl<R: Rng> RetryMachine<R> {
     ) -> Result<Self, PolicyError> {
         policy.validate()?;
         Ok(RetryMachine {
-            fast: FastPath::new(&policy, &request),
+            fast: FastPath::new(&policy, &request, now, deadline),
             state: RetryState::new(&policy, request, 0, now, deadline),
             policy,
             rng,

@@ -44,6 +44,16 @@ impl FastBackoff {
             full: b.jitter == Jitter::Full,
         })
     }
+
+    /// At least the longest delay this backoff draws, in nanoseconds:
+    /// the cap, or twice the cap for `Percent` (at most 100 %: the delay
+    /// is under `cap - cap * p / 100 + cap * 2p / 100 <= 2 * cap`).
+    fn longest(&self) -> u64 {
+        match self.jitter {
+            Jitter::Percent(_) => self.cap.saturating_mul(2),
+            _ => self.cap,
+        }
+    }
 }
 
 /// What [`RetryState::answer_fast`] decides by: the parts of a policy and a
@@ -76,11 +86,26 @@ pub(crate) struct FastPath {
     auto_wait_cap_secs: u64,
     /// `backoff_when_budget_empty`.
     linger: bool,
+    /// The longest backoff of each class in nanoseconds
+    /// ([`FastBackoff::longest`]).
+    longest: [u64; 2],
+    /// For each class, the deadline less its longest backoff (or the
+    /// machine's start when that is before it, or not an instant): an
+    /// answer before it is before the deadline, and so is its next send
+    /// after any backoff of at most `longest` — one comparison of
+    /// instants instead of two (issue 22).
+    roomy_until: [Instant; 2],
 }
 
 impl FastPath {
-    /// The fast path's constants for `policy` and `request`.
-    pub(crate) fn new(policy: &RetryPolicy, request: &RequestInfo) -> FastPath {
+    /// The fast path's constants for `policy` and `request`, for a machine
+    /// started at `now` with `deadline`.
+    pub(crate) fn new(
+        policy: &RetryPolicy,
+        request: &RequestInfo,
+        now: Instant,
+        deadline: Instant,
+    ) -> FastPath {
         let rl = policy.rate_limited_statuses.bits();
         let se = policy.server_error_statuses.bits();
         let mut retried = [0; 4];
@@ -108,9 +133,20 @@ impl FastPath {
                 (false, [off, off])
             }
         };
+        let longest = [backoff[0].longest(), backoff[1].longest()];
+        // `now` when the deadline is nearer: every answer the fast path
+        // takes is at or after the start (not before the latest `now`).
+        let roomy = |l: u64| {
+            deadline
+                .checked_sub(Duration::from_nanos(l))
+                .filter(|t| *t > now)
+                .unwrap_or(now)
+        };
         FastPath {
             on,
             retried,
+            longest,
+            roomy_until: [roomy(longest[0]), roomy(longest[1])],
             rate_limited: rl,
             backoff,
             max: [
@@ -131,13 +167,21 @@ impl FastPath {
     }
 }
 
+/// A send's id as one number: one comparison of 64 bits instead of two
+/// of 32 (the loads of adjacent fields combine).
+#[inline(always)]
+fn key(id: SendId) -> u64 {
+    u64::from(id.item) | (u64::from(id.attempt) << 32)
+}
+
 /// Where a logical request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// The next attempt may be sent now.
     Ready,
-    /// This attempt is in flight.
-    InFlight(u32),
+    /// This send is in flight (its whole id: one comparison with an
+    /// answer's).
+    InFlight(SendId),
     /// Waiting to send the next attempt at this instant.
     Waiting(Instant),
     /// Decided to stop with `RetryBudgetExhausted` for this failure, after
@@ -287,21 +331,21 @@ impl RetryState {
         let id = r.id;
         if !fast.on
             || r.retry_class.is_some()
-            || !matches!(self.phase, Phase::InFlight(a) if a == id.attempt)
-            || id.item != self.item
+            || !matches!(self.phase, Phase::InFlight(s) if key(s) == key(id))
         {
             return false;
         }
         // Time gone backwards (clamped to the latest `now` by the general
-        // path) or the deadline reached: the general path.
-        if now < self.last_now || now >= self.deadline {
+        // path): the general path.
+        if now < self.last_now {
             return false;
         }
         let status = r.status;
         let reply = Reply::Status(status);
         let i = usize::from(status.wrapping_sub(400));
         if i >= 200 {
-            if !(100..=399).contains(&status) {
+            // The deadline reached: the general path.
+            if !(100..=399).contains(&status) || now >= self.deadline {
                 return false;
             }
             // A success (the caller classed nothing: `retry_class` is None).
@@ -329,7 +373,10 @@ impl RetryState {
             (RetryClass::ServerError, 1)
         };
         let n = self.spent.of(class);
-        if n >= fast.max[c] {
+        // No retry left, or too near the deadline for the comparison of
+        // `roomy_until` alone (the deadline reached among them): the
+        // general path.
+        if n >= fast.max[c] || now >= fast.roomy_until[c] {
             return false;
         }
         // `Retry-After`: all digits (within the cap), else the general path.
@@ -354,6 +401,7 @@ impl RetryState {
             // In nanoseconds: no comparisons of `Duration`s.
             (delay, source) = over_backoff(secs * 1_000_000_000, fast.min, delay, source);
         }
+        let nanos = delay;
         let delay = Duration::from_nanos(delay);
         self.record_fresh = true;
         let record = &mut self.record;
@@ -361,27 +409,35 @@ impl RetryState {
         record.reply = reply;
         record.class = Some(class);
         record.retry_after = note;
-        record.next = None;
-        record.outcome = None;
         let send_at = later(now, delay);
-        let Some(send_at) = send_at.filter(|t| *t < self.deadline) else {
-            let o = Outcome::TimedOut { needed: send_at };
-            record.outcome = Some(o);
-            self.phase = Phase::Done(o);
-            return true;
+        // Within the class's longest backoff, the send is before the
+        // deadline (`now < roomy_until`); a longer server delay is
+        // compared with it.
+        let send_at = match send_at {
+            Some(t) if nanos <= fast.longest[c] || t < self.deadline => t,
+            needed => {
+                let o = Outcome::TimedOut { needed };
+                record.next = None;
+                record.outcome = Some(o);
+                self.phase = Phase::Done(o);
+                return true;
+            }
         };
         match budget.withdraw(class, reply) {
             Some(cost) => {
-                self.spent.charge(class, cost);
+                // `n` is under the class's budget: no saturation.
+                self.spent.charge_under(class, n, cost);
                 record.next = Some(PlannedDelay {
                     delay,
                     source,
                     send_at,
                 });
+                record.outcome = None;
                 self.phase = Phase::Waiting(send_at);
             }
             None => {
                 let o = Outcome::RetryBudgetExhausted { class, last: reply };
+                record.next = None;
                 record.outcome = Some(o);
                 self.phase = if fast.linger {
                     Phase::Closing(send_at, class, reply)
@@ -408,7 +464,7 @@ impl RetryState {
         // late or stray answer and is ignored.
         // (`matches!`, not `!=` on the phase: the derived comparison
         // materialises a whole `Phase` to compare with.)
-        if !matches!(self.phase, Phase::InFlight(a) if a == id.attempt) || id.item != self.item {
+        if !matches!(self.phase, Phase::InFlight(s) if s == id) {
             return;
         }
         // Written in place: the record is the machine's (no 120-byte copy
@@ -490,7 +546,7 @@ impl RetryState {
                     attempt: self.sent,
                 };
                 self.sent += 1;
-                self.phase = Phase::InFlight(id.attempt);
+                self.phase = Phase::InFlight(id);
                 Action::Send(SendPlan {
                     id,
                     request: self.request.id,
