@@ -21,6 +21,12 @@ use crate::retry_after;
 /// 2^64 ns.
 const MAX_SECS: u64 = u64::MAX / 1_000_000_000 - 1;
 
+/// The code in [`FastPath::codes`] of a status of neither class.
+const NEITHER: u8 = 2;
+
+/// Every status [`NEITHER`].
+const NO_CODES: [u8; 200] = [NEITHER; 200];
+
 /// A backoff in nanoseconds, as [`backoff::delay_nanos`] takes it.
 #[derive(Clone, Copy, Debug)]
 struct FastBackoff {
@@ -67,25 +73,22 @@ pub(crate) struct FastPath {
     /// Off when the request is not replayable or carries a generation, or
     /// the policy counts total retries, takes the exponent from all
     /// classes, reads millisecond hints, or has a backoff of 2^64 ns or more.
+    /// Tested by successes only: when off, every status of 400..=599 is
+    /// coded [`NEITHER`], which the failures' budget check leaves.
     on: bool,
-    /// Statuses 400..=599 of either class (bit `i` for status `400 + i`).
-    retried: [u64; 4],
-    /// Statuses 400..=599 of the rate-limited class.
-    rate_limited: [u64; 4],
+    /// The class of each status 400..=599 in two bits, 32 statuses a word
+    /// (status `400 + i`: bits `2 * (i % 32)` of word `i / 32`): its
+    /// [`RetryClass::index`] (0 rate limited, 1 server error), or
+    /// [`NEITHER`] (one lookup instead of a test of two bitsets; 56
+    /// bytes, the two bitsets' 64 before).
+    codes: [u8; 200],
+    /// The retry budget of each class by its code: 0 for [`NEITHER`] (and
+    /// the unused code 3), so that the budget check also leaves the
+    /// statuses of neither class to the general path.
+    max: [u32; 4],
     /// The backoff of each class, by [`RetryClass::index`] (rate limited,
     /// server error).
     backoff: [FastBackoff; 2],
-    /// The retry budget of each class, by index.
-    max: [u32; 2],
-    /// `retry_after.min` in nanoseconds.
-    min: u64,
-    /// Whole seconds of `retry_after.auto_wait_cap`: a delay of whole
-    /// seconds is over the cap exactly when its seconds are. At most
-    /// `MAX_SECS` (a longer delay is left to the general path), so that
-    /// a server's delay is under 2^64 ns.
-    auto_wait_cap_secs: u64,
-    /// `backoff_when_budget_empty`.
-    linger: bool,
     /// The longest backoff of each class in nanoseconds
     /// ([`FastBackoff::longest`]).
     longest: [u64; 2],
@@ -95,6 +98,15 @@ pub(crate) struct FastPath {
     /// after any backoff of at most `longest` — one comparison of
     /// instants instead of two (issue 22).
     roomy_until: [Instant; 2],
+    /// `retry_after.min` in nanoseconds.
+    min: u64,
+    /// Whole seconds of `retry_after.auto_wait_cap`: a delay of whole
+    /// seconds is over the cap exactly when its seconds are. At most
+    /// `MAX_SECS` (a longer delay is left to the general path), so that
+    /// a server's delay is under 2^64 ns.
+    auto_wait_cap_secs: u64,
+    /// `backoff_when_budget_empty`.
+    linger: bool,
 }
 
 impl FastPath {
@@ -108,9 +120,18 @@ impl FastPath {
     ) -> FastPath {
         let rl = policy.rate_limited_statuses.bits();
         let se = policy.server_error_statuses.bits();
-        let mut retried = [0; 4];
-        for (i, w) in retried.iter_mut().enumerate() {
-            *w = rl[i] | se[i];
+        let mut codes = NO_CODES;
+        for i in 0..200 {
+            let bit = |set: &[u64; 4]| set[i / 64] & (1 << (i % 64)) != 0;
+            // Rate limited first, as the general path's `class_of`.
+            let code = if bit(&rl) {
+                RetryClass::RateLimited.index() as u8
+            } else if bit(&se) {
+                RetryClass::ServerError.index() as u8
+            } else {
+                NEITHER
+            };
+            codes[i] = code;
         }
         let limited = FastBackoff::of(policy.backoff_of(RetryClass::RateLimited));
         let server = FastBackoff::of(policy.backoff_of(RetryClass::ServerError));
@@ -144,15 +165,16 @@ impl FastPath {
         };
         FastPath {
             on,
-            retried,
-            longest,
-            roomy_until: [roomy(longest[0]), roomy(longest[1])],
-            rate_limited: rl,
-            backoff,
+            codes: if on { codes } else { NO_CODES },
             max: [
                 policy.max_retries.of(RetryClass::RateLimited),
                 policy.max_retries.of(RetryClass::ServerError),
+                0,
+                0,
             ],
+            backoff,
+            longest,
+            roomy_until: [roomy(longest[0]), roomy(longest[1])],
             min: min.unwrap_or(0),
             auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
             linger: policy.backoff_when_budget_empty,
@@ -163,6 +185,7 @@ impl FastPath {
     #[cfg(test)]
     pub(crate) fn off(mut self) -> FastPath {
         self.on = false;
+        self.codes = NO_CODES;
         self
     }
 }
@@ -329,9 +352,7 @@ impl RetryState {
         r: &Response<'_>,
     ) -> bool {
         let id = r.id;
-        if !fast.on
-            || r.retry_class.is_some()
-            || !matches!(self.phase, Phase::InFlight(s) if key(s) == key(id))
+        if r.retry_class.is_some() || !matches!(self.phase, Phase::InFlight(s) if key(s) == key(id))
         {
             return false;
         }
@@ -342,10 +363,10 @@ impl RetryState {
         }
         let status = r.status;
         let reply = Reply::Status(status);
-        let i = usize::from(status.wrapping_sub(400));
+        let i = usize::from(status).wrapping_sub(400);
         if i >= 200 {
             // The deadline reached: the general path.
-            if !(100..=399).contains(&status) || now >= self.deadline {
+            if !fast.on || !(100..=399).contains(&status) || now >= self.deadline {
                 return false;
             }
             // A success (the caller classed nothing: `retry_class` is None).
@@ -363,58 +384,142 @@ impl RetryState {
             self.phase = Phase::Done(o);
             return true;
         }
-        let (word, bit) = (i / 64, 1u64 << (i % 64));
-        if fast.retried[word] & bit == 0 {
-            return false;
-        }
-        let (class, c) = if fast.rate_limited[word] & bit != 0 {
-            (RetryClass::RateLimited, 0)
+        let code = fast.codes[i] & 3;
+        // The class's index when the code is one (`max` is 0 for the
+        // others, which leave below).
+        let c = (code & 1) as usize;
+        let class = if c == 0 {
+            RetryClass::RateLimited
         } else {
-            (RetryClass::ServerError, 1)
+            RetryClass::ServerError
         };
         let n = self.spent.of(class);
-        // No retry left, or too near the deadline for the comparison of
-        // `roomy_until` alone (the deadline reached among them): the
-        // general path.
-        if n >= fast.max[c] || now >= fast.roomy_until[c] {
+        // Neither class, no retry left, or too near the deadline for the
+        // comparison of `roomy_until` alone (the deadline reached among
+        // them): the general path.
+        if n >= fast.max[usize::from(code)] || now >= fast.roomy_until[c] {
             return false;
         }
-        // `Retry-After`: all digits (within the cap), else the general path.
-        let server = match r.retry_after {
-            None => None,
-            Some(v) => match retry_after::short_delta_seconds(v) {
-                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(secs),
-                _ => return false,
-            },
-        };
-        // Decided from here on: the delay draws from `rng`.
-        self.last_now = now;
         let b = &fast.backoff[c];
-        let mut delay =
-            backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
-                rng.next_u64()
-            });
-        let mut source = DelaySource::Backoff;
-        let mut note = RetryAfterNote::Absent;
-        if let Some(secs) = server {
-            note = RetryAfterNote::Valid(Duration::from_secs(secs));
-            // In nanoseconds: no comparisons of `Duration`s.
-            (delay, source) = over_backoff(secs * 1_000_000_000, fast.min, delay, source);
-        }
-        let nanos = delay;
-        let delay = Duration::from_nanos(delay);
+        let Some(v) = r.retry_after else {
+            // Decided from here on: the delay draws from `rng`.
+            self.decided(now, id, reply, class);
+            let delay =
+                backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
+                    rng.next_u64()
+                });
+            // Within the class's longest backoff: the send is before the
+            // deadline (`now < roomy_until`).
+            let note = RetryAfterNote::Absent;
+            return self.plan_fast(
+                fast,
+                budget,
+                reply,
+                class,
+                n,
+                delay,
+                DelaySource::Backoff,
+                note,
+                true,
+            );
+        };
+        // `Retry-After`: all digits (within the cap), else the general path.
+        let secs = match retry_after::short_delta_seconds(v) {
+            Some(secs) if secs <= fast.auto_wait_cap_secs => secs,
+            _ => return false,
+        };
+        self.decided(now, id, reply, class);
+        let delay = backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
+            rng.next_u64()
+        });
+        let note = RetryAfterNote::Valid(Duration::from_secs(secs));
+        // In nanoseconds: no comparisons of `Duration`s.
+        let (delay, source) =
+            over_backoff(secs * 1_000_000_000, fast.min, delay, DelaySource::Backoff);
+        // A longer server delay is compared with the deadline.
+        let roomy = delay <= fast.longest[c];
+        self.plan_fast(fast, budget, reply, class, n, delay, source, note, roomy)
+    }
+
+    /// What [`answer_fast`](Self::answer_fast) writes once it has decided
+    /// on a failure, before the draw (fewer values kept across it): the
+    /// latest `now` and the record's fields known by then.
+    #[inline(always)]
+    fn decided(&mut self, now: Instant, id: SendId, reply: Reply, class: RetryClass) {
+        self.last_now = now;
         self.record_fresh = true;
         let record = &mut self.record;
         record.id.attempt = id.attempt;
         record.reply = reply;
         record.class = Some(class);
+    }
+
+    /// The end of [`answer_fast`](Self::answer_fast) for a failure: the
+    /// record, the send's instant, and the charge or the stop. Inlined
+    /// into each way it is reached (a backoff; a server delay), so that
+    /// the backoff's constants (its source, the absent note, the known
+    /// room) are constants there.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn plan_fast<B: RetryBudget + ?Sized>(
+        &mut self,
+        fast: &FastPath,
+        budget: &mut B,
+        reply: Reply,
+        class: RetryClass,
+        n: u32,
+        delay: u64,
+        source: DelaySource,
+        note: RetryAfterNote,
+        roomy: bool,
+    ) -> bool {
+        let delay = Duration::from_nanos(delay);
+        let record = &mut self.record;
         record.retry_after = note;
-        let send_at = later(now, delay);
-        // Within the class's longest backoff, the send is before the
-        // deadline (`now < roomy_until`); a longer server delay is
-        // compared with it.
+        if roomy {
+            // The send is before the deadline (`now < roomy_until` and
+            // the delay within the class's longest): the budget first, so
+            // that fewer values are kept across `checked_add`.
+            let granted = budget.withdraw(class, reply);
+            if let Some(cost) = granted {
+                // `n` is under the class's budget: no saturation.
+                self.spent.charge_under(class, n, cost);
+            }
+            // From the field just written (`now`): std's `checked_add`
+            // takes the instant by reference, so no copy of `now` to the
+            // stack. Always an instant here (before the deadline).
+            let Some(send_at) = self.last_now.checked_add(delay) else {
+                debug_assert!(false, "a roomy send is before the deadline");
+                let o = Outcome::TimedOut { needed: None };
+                record.next = None;
+                record.outcome = Some(o);
+                self.phase = Phase::Done(o);
+                return true;
+            };
+            let record = &mut self.record;
+            if granted.is_some() {
+                record.next = Some(PlannedDelay {
+                    delay,
+                    source,
+                    send_at,
+                });
+                record.outcome = None;
+                self.phase = Phase::Waiting(send_at);
+            } else {
+                let o = Outcome::RetryBudgetExhausted { class, last: reply };
+                record.next = None;
+                record.outcome = Some(o);
+                self.phase = if fast.linger {
+                    Phase::Closing(send_at, class, reply)
+                } else {
+                    Phase::Done(o)
+                };
+            }
+            return true;
+        }
+        let send_at = self.last_now.checked_add(delay);
         let send_at = match send_at {
-            Some(t) if nanos <= fast.longest[c] || t < self.deadline => t,
+            Some(t) if t < self.deadline => t,
             needed => {
                 let o = Outcome::TimedOut { needed };
                 record.next = None;
