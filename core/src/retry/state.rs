@@ -25,7 +25,12 @@ const MAX_SECS: u64 = u64::MAX / 1_000_000_000 - 1;
 const NEITHER: u8 = 2;
 
 /// Every status [`NEITHER`].
-const NO_CODES: [u8; 200] = [NEITHER; 200];
+const NO_CODES: [u8; CODED] = [NEITHER; CODED];
+
+/// How many statuses from 400 on [`FastPath::codes`] codes: 400..=527,
+/// every status of the default classes and the common others (408,
+/// 520..=527). The fast path leaves 528..=599 to the general path.
+const CODED: usize = 128;
 
 /// A backoff in nanoseconds, as [`backoff::delay_nanos`] takes it.
 #[derive(Clone, Copy, Debug)]
@@ -73,19 +78,16 @@ pub(crate) struct FastPath {
     /// Off when the request is not replayable or carries a generation, or
     /// the policy counts total retries, takes the exponent from all
     /// classes, reads millisecond hints, or has a backoff of 2^64 ns or more.
-    /// Tested by successes only: when off, every status of 400..=599 is
-    /// coded [`NEITHER`], which the failures' budget check leaves.
+    /// Tested by successes only: when off, every status is coded
+    /// [`NEITHER`], which the failures leave to the general path.
     on: bool,
-    /// The class of each status 400..=599 in two bits, 32 statuses a word
-    /// (status `400 + i`: bits `2 * (i % 32)` of word `i / 32`): its
+    /// The class of status `400 + i` (below 528) in byte `i`: its
     /// [`RetryClass::index`] (0 rate limited, 1 server error), or
-    /// [`NEITHER`] (one lookup instead of a test of two bitsets; 56
-    /// bytes, the two bitsets' 64 before).
-    codes: [u8; 200],
-    /// The retry budget of each class by its code: 0 for [`NEITHER`] (and
-    /// the unused code 3), so that the budget check also leaves the
-    /// statuses of neither class to the general path.
-    max: [u32; 4],
+    /// [`NEITHER`]: one load instead of a test of two bitsets (128 bytes
+    /// for their 64; two bits a status counted 5 instructions more).
+    codes: [u8; CODED],
+    /// The retry budget of each class, by index.
+    max: [u32; 2],
     /// The backoff of each class, by [`RetryClass::index`] (rate limited,
     /// server error).
     backoff: [FastBackoff; 2],
@@ -121,7 +123,7 @@ impl FastPath {
         let rl = policy.rate_limited_statuses.bits();
         let se = policy.server_error_statuses.bits();
         let mut codes = NO_CODES;
-        for i in 0..200 {
+        for i in 0..CODED {
             let bit = |set: &[u64; 4]| set[i / 64] & (1 << (i % 64)) != 0;
             // Rate limited first, as the general path's `class_of`.
             let code = if bit(&rl) {
@@ -169,8 +171,6 @@ impl FastPath {
             max: [
                 policy.max_retries.of(RetryClass::RateLimited),
                 policy.max_retries.of(RetryClass::ServerError),
-                0,
-                0,
             ],
             backoff,
             longest,
@@ -364,8 +364,9 @@ impl RetryState {
         let status = r.status;
         let reply = Reply::Status(status);
         let i = usize::from(status).wrapping_sub(400);
-        if i >= 200 {
-            // The deadline reached: the general path.
+        if i >= CODED {
+            // Not a success (528..=599 among them: not coded), or the
+            // deadline reached: the general path.
             if !fast.on || !(100..=399).contains(&status) || now >= self.deadline {
                 return false;
             }
@@ -384,20 +385,21 @@ impl RetryState {
             self.phase = Phase::Done(o);
             return true;
         }
-        let code = fast.codes[i] & 3;
-        // The class's index when the code is one (`max` is 0 for the
-        // others, which leave below).
-        let c = (code & 1) as usize;
+        let c = usize::from(fast.codes[i]);
+        // Neither class (the index is in bounds from here on).
+        if c > 1 {
+            return false;
+        }
         let class = if c == 0 {
             RetryClass::RateLimited
         } else {
             RetryClass::ServerError
         };
         let n = self.spent.of(class);
-        // Neither class, no retry left, or too near the deadline for the
-        // comparison of `roomy_until` alone (the deadline reached among
-        // them): the general path.
-        if n >= fast.max[usize::from(code)] || now >= fast.roomy_until[c] {
+        // No retry left, or too near the deadline for the comparison of
+        // `roomy_until` alone (the deadline reached among them): the
+        // general path.
+        if n >= fast.max[c] || now >= fast.roomy_until[c] {
             return false;
         }
         let b = &fast.backoff[c];
@@ -639,6 +641,19 @@ impl RetryState {
     }
 
     pub(crate) fn poll_action(&mut self) -> Action {
+        match self.phase {
+            Phase::Ready => self.send_now(),
+            Phase::InFlight(_) => Action::SleepUntil(self.deadline),
+            Phase::Waiting(at) | Phase::Closing(at, ..) => Action::SleepUntil(at),
+            Phase::Done(o) => Action::Stop(o),
+        }
+    }
+
+    /// `poll_action` when the next attempt may be sent: out of line, so
+    /// that the waits and ends that follow answers are not merged with a
+    /// send's words (issue 22).
+    #[inline(never)]
+    fn send_now(&mut self) -> Action {
         match self.phase {
             Phase::Ready if self.last_now >= self.deadline => {
                 let o = Outcome::TimedOut { needed: None };
