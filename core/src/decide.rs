@@ -116,6 +116,16 @@ impl Spent {
         self.last_cost = Some(cost);
     }
 
+    /// [`charge`](Self::charge) when `class` has used `n < u32::MAX`
+    /// retries: `n + 1` without saturating (`RetryMachine`'s fast path,
+    /// which has read `n` and compared it with the class's budget).
+    #[inline(always)]
+    pub(crate) fn charge_under(&mut self, class: RetryClass, n: u32, cost: u32) {
+        debug_assert_eq!(self.of(class), n);
+        self.per_class[class.index()] = n + 1;
+        self.last_cost = Some(cost);
+    }
+
     /// Counts a retry of `class` that cost `cost`.
     #[inline]
     pub(crate) fn charge(&mut self, class: RetryClass, cost: u32) {

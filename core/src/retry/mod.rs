@@ -121,7 +121,7 @@ impl<R: Rng> RetryMachine<R> {
     ) -> Result<Self, PolicyError> {
         policy.validate()?;
         Ok(RetryMachine {
-            fast: FastPath::new(&policy, &request),
+            fast: FastPath::new(&policy, &request, now, deadline),
             state: RetryState::new(&policy, request, 0, now, deadline),
             policy,
             rng,
@@ -613,15 +613,17 @@ mod fast_path_tests {
             request: RequestInfo,
             r: impl Fn(SendId) -> Response<'static>,
         ) -> bool {
+            takes_within(Duration::from_secs(30), policy, request, r)
+        }
+        fn takes_within(
+            timeout: Duration,
+            policy: RetryPolicy,
+            request: RequestInfo,
+            r: impl Fn(SendId) -> Response<'static>,
+        ) -> bool {
             let t0 = origin();
-            let mut m = RetryMachine::new(
-                policy,
-                request,
-                SplitMix64::new(1),
-                t0,
-                Duration::from_secs(30),
-            )
-            .unwrap();
+            let mut m =
+                RetryMachine::new(policy, request, SplitMix64::new(1), t0, timeout).unwrap();
             let Action::Send(plan) = m.poll_action() else {
                 unreachable!()
             };
@@ -680,5 +682,29 @@ mod fast_path_tests {
         let mut ms = p;
         ms.retry_after_ms = Some(Duration::from_secs(1));
         assert!(!takes(ms, get, at(503)));
+        // The room: a failure is taken while the deadline is at least the
+        // class's longest backoff away (the cap, 4 s; twice the cap for
+        // `Percent` jitter); a success up to the deadline.
+        let secs = Duration::from_secs;
+        assert!(takes_within(secs(5), p, get, at(503)));
+        assert!(!takes_within(secs(4), p, get, at(503)));
+        assert!(takes_within(secs(1), p, get, at(200)));
+        let mut percent = p;
+        percent.backoff.jitter = Jitter::Percent(20);
+        assert!(takes_within(secs(9), percent, get, at(503)));
+        assert!(!takes_within(secs(8), percent, get, at(503)));
+        // A server delay past the room is compared with the deadline.
+        assert!(takes_within(secs(10), p, get, |id| {
+            Response::new(id, 429, UNIX_EPOCH).retry_after(b"9")
+        }));
+        assert!(takes_within(secs(10), p, get, |id| {
+            Response::new(id, 429, UNIX_EPOCH).retry_after(b"10")
+        }));
+        // Statuses from 528 on are left, whatever their class.
+        let mut wide = p;
+        wide.server_error_statuses = StatusSet::of(&[503, 527, 528, 599]);
+        assert!(takes(wide, get, at(527)));
+        assert!(!takes(wide, get, at(528)));
+        assert!(!takes(wide, get, at(599)));
     }
 }

@@ -21,6 +21,17 @@ use crate::retry_after;
 /// 2^64 ns.
 const MAX_SECS: u64 = u64::MAX / 1_000_000_000 - 1;
 
+/// The code in [`FastPath::codes`] of a status of neither class.
+const NEITHER: u8 = 2;
+
+/// Every status [`NEITHER`].
+const NO_CODES: [u8; CODED] = [NEITHER; CODED];
+
+/// How many statuses from 400 on [`FastPath::codes`] codes: 400..=527,
+/// every status of the default classes and the common others (408,
+/// 520..=527). The fast path leaves 528..=599 to the general path.
+const CODED: usize = 128;
+
 /// A backoff in nanoseconds, as [`backoff::delay_nanos`] takes it.
 #[derive(Clone, Copy, Debug)]
 struct FastBackoff {
@@ -44,6 +55,16 @@ impl FastBackoff {
             full: b.jitter == Jitter::Full,
         })
     }
+
+    /// At least the longest delay this backoff draws, in nanoseconds:
+    /// the cap, or twice the cap for `Percent` (at most 100 %: the delay
+    /// is under `cap - cap * p / 100 + cap * 2p / 100 <= 2 * cap`).
+    fn longest(&self) -> u64 {
+        match self.jitter {
+            Jitter::Percent(_) => self.cap.saturating_mul(2),
+            _ => self.cap,
+        }
+    }
 }
 
 /// What [`RetryState::answer_fast`] decides by: the parts of a policy and a
@@ -57,16 +78,28 @@ pub(crate) struct FastPath {
     /// Off when the request is not replayable or carries a generation, or
     /// the policy counts total retries, takes the exponent from all
     /// classes, reads millisecond hints, or has a backoff of 2^64 ns or more.
+    /// Tested by successes only: when off, every status is coded
+    /// [`NEITHER`], which the failures leave to the general path.
     on: bool,
-    /// Statuses 400..=599 of either class (bit `i` for status `400 + i`).
-    retried: [u64; 4],
-    /// Statuses 400..=599 of the rate-limited class.
-    rate_limited: [u64; 4],
+    /// The class of status `400 + i` (below 528) in byte `i`: its
+    /// [`RetryClass::index`] (0 rate limited, 1 server error), or
+    /// [`NEITHER`]: one load instead of a test of two bitsets (128 bytes
+    /// for their 64; two bits a status counted 5 instructions more).
+    codes: [u8; CODED],
+    /// The retry budget of each class, by index.
+    max: [u32; 2],
     /// The backoff of each class, by [`RetryClass::index`] (rate limited,
     /// server error).
     backoff: [FastBackoff; 2],
-    /// The retry budget of each class, by index.
-    max: [u32; 2],
+    /// The longest backoff of each class in nanoseconds
+    /// ([`FastBackoff::longest`]).
+    longest: [u64; 2],
+    /// For each class, the deadline less its longest backoff (or the
+    /// machine's start when that is before it, or not an instant): an
+    /// answer before it is before the deadline, and so is its next send
+    /// after any backoff of at most `longest` — one comparison of
+    /// instants instead of two (issue 22).
+    roomy_until: [Instant; 2],
     /// `retry_after.min` in nanoseconds.
     min: u64,
     /// Whole seconds of `retry_after.auto_wait_cap`: a delay of whole
@@ -79,13 +112,28 @@ pub(crate) struct FastPath {
 }
 
 impl FastPath {
-    /// The fast path's constants for `policy` and `request`.
-    pub(crate) fn new(policy: &RetryPolicy, request: &RequestInfo) -> FastPath {
+    /// The fast path's constants for `policy` and `request`, for a machine
+    /// started at `now` with `deadline`.
+    pub(crate) fn new(
+        policy: &RetryPolicy,
+        request: &RequestInfo,
+        now: Instant,
+        deadline: Instant,
+    ) -> FastPath {
         let rl = policy.rate_limited_statuses.bits();
         let se = policy.server_error_statuses.bits();
-        let mut retried = [0; 4];
-        for (i, w) in retried.iter_mut().enumerate() {
-            *w = rl[i] | se[i];
+        let mut codes = NO_CODES;
+        for i in 0..CODED {
+            let bit = |set: &[u64; 4]| set[i / 64] & (1 << (i % 64)) != 0;
+            // Rate limited first, as the general path's `class_of`.
+            let code = if bit(&rl) {
+                RetryClass::RateLimited.index() as u8
+            } else if bit(&se) {
+                RetryClass::ServerError.index() as u8
+            } else {
+                NEITHER
+            };
+            codes[i] = code;
         }
         let limited = FastBackoff::of(policy.backoff_of(RetryClass::RateLimited));
         let server = FastBackoff::of(policy.backoff_of(RetryClass::ServerError));
@@ -108,15 +156,25 @@ impl FastPath {
                 (false, [off, off])
             }
         };
+        let longest = [backoff[0].longest(), backoff[1].longest()];
+        // `now` when the deadline is nearer: every answer the fast path
+        // takes is at or after the start (not before the latest `now`).
+        let roomy = |l: u64| {
+            deadline
+                .checked_sub(Duration::from_nanos(l))
+                .filter(|t| *t > now)
+                .unwrap_or(now)
+        };
         FastPath {
             on,
-            retried,
-            rate_limited: rl,
-            backoff,
+            codes: if on { codes } else { NO_CODES },
             max: [
                 policy.max_retries.of(RetryClass::RateLimited),
                 policy.max_retries.of(RetryClass::ServerError),
             ],
+            backoff,
+            longest,
+            roomy_until: [roomy(longest[0]), roomy(longest[1])],
             min: min.unwrap_or(0),
             auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
             linger: policy.backoff_when_budget_empty,
@@ -127,8 +185,16 @@ impl FastPath {
     #[cfg(test)]
     pub(crate) fn off(mut self) -> FastPath {
         self.on = false;
+        self.codes = NO_CODES;
         self
     }
+}
+
+/// A send's id as one number: one comparison of 64 bits instead of two
+/// of 32 (the loads of adjacent fields combine).
+#[inline(always)]
+fn key(id: SendId) -> u64 {
+    u64::from(id.item) | (u64::from(id.attempt) << 32)
 }
 
 /// Where a logical request stands.
@@ -136,8 +202,9 @@ impl FastPath {
 enum Phase {
     /// The next attempt may be sent now.
     Ready,
-    /// This attempt is in flight.
-    InFlight(u32),
+    /// This send is in flight (its whole id: one comparison with an
+    /// answer's).
+    InFlight(SendId),
     /// Waiting to send the next attempt at this instant.
     Waiting(Instant),
     /// Decided to stop with `RetryBudgetExhausted` for this failure, after
@@ -285,23 +352,22 @@ impl RetryState {
         r: &Response<'_>,
     ) -> bool {
         let id = r.id;
-        if !fast.on
-            || r.retry_class.is_some()
-            || !matches!(self.phase, Phase::InFlight(a) if a == id.attempt)
-            || id.item != self.item
+        if r.retry_class.is_some() || !matches!(self.phase, Phase::InFlight(s) if key(s) == key(id))
         {
             return false;
         }
         // Time gone backwards (clamped to the latest `now` by the general
-        // path) or the deadline reached: the general path.
-        if now < self.last_now || now >= self.deadline {
+        // path): the general path.
+        if now < self.last_now {
             return false;
         }
         let status = r.status;
         let reply = Reply::Status(status);
-        let i = usize::from(status.wrapping_sub(400));
-        if i >= 200 {
-            if !(100..=399).contains(&status) {
+        let i = usize::from(status).wrapping_sub(400);
+        if i >= CODED {
+            // Not a success (528..=599 among them: not coded), or the
+            // deadline reached: the general path.
+            if !fast.on || !(100..=399).contains(&status) || now >= self.deadline {
                 return false;
             }
             // A success (the caller classed nothing: `retry_class` is None).
@@ -319,69 +385,166 @@ impl RetryState {
             self.phase = Phase::Done(o);
             return true;
         }
-        let (word, bit) = (i / 64, 1u64 << (i % 64));
-        if fast.retried[word] & bit == 0 {
+        let c = usize::from(fast.codes[i]);
+        // Neither class (the index is in bounds from here on).
+        if c > 1 {
             return false;
         }
-        let (class, c) = if fast.rate_limited[word] & bit != 0 {
-            (RetryClass::RateLimited, 0)
+        let class = if c == 0 {
+            RetryClass::RateLimited
         } else {
-            (RetryClass::ServerError, 1)
+            RetryClass::ServerError
         };
         let n = self.spent.of(class);
-        if n >= fast.max[c] {
+        // No retry left, or too near the deadline for the comparison of
+        // `roomy_until` alone (the deadline reached among them): the
+        // general path.
+        if n >= fast.max[c] || now >= fast.roomy_until[c] {
             return false;
         }
-        // `Retry-After`: all digits (within the cap), else the general path.
-        let server = match r.retry_after {
-            None => None,
-            Some(v) => match retry_after::short_delta_seconds(v) {
-                Some(secs) if secs <= fast.auto_wait_cap_secs => Some(secs),
-                _ => return false,
-            },
-        };
-        // Decided from here on: the delay draws from `rng`.
-        self.last_now = now;
         let b = &fast.backoff[c];
-        let mut delay =
-            backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
-                rng.next_u64()
-            });
-        let mut source = DelaySource::Backoff;
-        let mut note = RetryAfterNote::Absent;
-        if let Some(secs) = server {
-            note = RetryAfterNote::Valid(Duration::from_secs(secs));
-            // In nanoseconds: no comparisons of `Duration`s.
-            (delay, source) = over_backoff(secs * 1_000_000_000, fast.min, delay, source);
-        }
-        let delay = Duration::from_nanos(delay);
+        let Some(v) = r.retry_after else {
+            // Decided from here on: the delay draws from `rng`.
+            self.decided(now, id, reply, class);
+            let delay =
+                backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
+                    rng.next_u64()
+                });
+            // Within the class's longest backoff: the send is before the
+            // deadline (`now < roomy_until`).
+            let note = RetryAfterNote::Absent;
+            return self.plan_fast(
+                fast,
+                budget,
+                reply,
+                class,
+                n,
+                delay,
+                DelaySource::Backoff,
+                note,
+                true,
+            );
+        };
+        // `Retry-After`: all digits (within the cap), else the general path.
+        let secs = match retry_after::short_delta_seconds(v) {
+            Some(secs) if secs <= fast.auto_wait_cap_secs => secs,
+            _ => return false,
+        };
+        self.decided(now, id, reply, class);
+        let delay = backoff::delay_nanos(b.base, b.cap, b.multiplier, b.jitter, b.full, n, || {
+            rng.next_u64()
+        });
+        let note = RetryAfterNote::Valid(Duration::from_secs(secs));
+        // In nanoseconds: no comparisons of `Duration`s.
+        let (delay, source) =
+            over_backoff(secs * 1_000_000_000, fast.min, delay, DelaySource::Backoff);
+        // A longer server delay is compared with the deadline.
+        let roomy = delay <= fast.longest[c];
+        self.plan_fast(fast, budget, reply, class, n, delay, source, note, roomy)
+    }
+
+    /// What [`answer_fast`](Self::answer_fast) writes once it has decided
+    /// on a failure, before the draw (fewer values kept across it): the
+    /// latest `now` and the record's fields known by then.
+    #[inline(always)]
+    fn decided(&mut self, now: Instant, id: SendId, reply: Reply, class: RetryClass) {
+        self.last_now = now;
         self.record_fresh = true;
         let record = &mut self.record;
         record.id.attempt = id.attempt;
         record.reply = reply;
         record.class = Some(class);
+    }
+
+    /// The end of [`answer_fast`](Self::answer_fast) for a failure: the
+    /// record, the send's instant, and the charge or the stop. Inlined
+    /// into each way it is reached (a backoff; a server delay), so that
+    /// the backoff's constants (its source, the absent note, the known
+    /// room) are constants there.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn plan_fast<B: RetryBudget + ?Sized>(
+        &mut self,
+        fast: &FastPath,
+        budget: &mut B,
+        reply: Reply,
+        class: RetryClass,
+        n: u32,
+        delay: u64,
+        source: DelaySource,
+        note: RetryAfterNote,
+        roomy: bool,
+    ) -> bool {
+        let delay = Duration::from_nanos(delay);
+        let record = &mut self.record;
         record.retry_after = note;
-        record.next = None;
-        record.outcome = None;
-        let send_at = later(now, delay);
-        let Some(send_at) = send_at.filter(|t| *t < self.deadline) else {
-            let o = Outcome::TimedOut { needed: send_at };
-            record.outcome = Some(o);
-            self.phase = Phase::Done(o);
-            return true;
-        };
-        match budget.withdraw(class, reply) {
-            Some(cost) => {
-                self.spent.charge(class, cost);
+        if roomy {
+            // The send is before the deadline (`now < roomy_until` and
+            // the delay within the class's longest): the budget first, so
+            // that fewer values are kept across `checked_add`.
+            let granted = budget.withdraw(class, reply);
+            if let Some(cost) = granted {
+                // `n` is under the class's budget: no saturation.
+                self.spent.charge_under(class, n, cost);
+            }
+            // From the field just written (`now`): std's `checked_add`
+            // takes the instant by reference, so no copy of `now` to the
+            // stack. Always an instant here (before the deadline).
+            let Some(send_at) = self.last_now.checked_add(delay) else {
+                debug_assert!(false, "a roomy send is before the deadline");
+                let o = Outcome::TimedOut { needed: None };
+                record.next = None;
+                record.outcome = Some(o);
+                self.phase = Phase::Done(o);
+                return true;
+            };
+            let record = &mut self.record;
+            if granted.is_some() {
                 record.next = Some(PlannedDelay {
                     delay,
                     source,
                     send_at,
                 });
+                record.outcome = None;
+                self.phase = Phase::Waiting(send_at);
+            } else {
+                let o = Outcome::RetryBudgetExhausted { class, last: reply };
+                record.next = None;
+                record.outcome = Some(o);
+                self.phase = if fast.linger {
+                    Phase::Closing(send_at, class, reply)
+                } else {
+                    Phase::Done(o)
+                };
+            }
+            return true;
+        }
+        let send_at = self.last_now.checked_add(delay);
+        let send_at = match send_at {
+            Some(t) if t < self.deadline => t,
+            needed => {
+                let o = Outcome::TimedOut { needed };
+                record.next = None;
+                record.outcome = Some(o);
+                self.phase = Phase::Done(o);
+                return true;
+            }
+        };
+        match budget.withdraw(class, reply) {
+            Some(cost) => {
+                // `n` is under the class's budget: no saturation.
+                self.spent.charge_under(class, n, cost);
+                record.next = Some(PlannedDelay {
+                    delay,
+                    source,
+                    send_at,
+                });
+                record.outcome = None;
                 self.phase = Phase::Waiting(send_at);
             }
             None => {
                 let o = Outcome::RetryBudgetExhausted { class, last: reply };
+                record.next = None;
                 record.outcome = Some(o);
                 self.phase = if fast.linger {
                     Phase::Closing(send_at, class, reply)
@@ -408,7 +571,7 @@ impl RetryState {
         // late or stray answer and is ignored.
         // (`matches!`, not `!=` on the phase: the derived comparison
         // materialises a whole `Phase` to compare with.)
-        if !matches!(self.phase, Phase::InFlight(a) if a == id.attempt) || id.item != self.item {
+        if !matches!(self.phase, Phase::InFlight(s) if s == id) {
             return;
         }
         // Written in place: the record is the machine's (no 120-byte copy
@@ -479,6 +642,19 @@ impl RetryState {
 
     pub(crate) fn poll_action(&mut self) -> Action {
         match self.phase {
+            Phase::Ready => self.send_now(),
+            Phase::InFlight(_) => Action::SleepUntil(self.deadline),
+            Phase::Waiting(at) | Phase::Closing(at, ..) => Action::SleepUntil(at),
+            Phase::Done(o) => Action::Stop(o),
+        }
+    }
+
+    /// `poll_action` when the next attempt may be sent: out of line, so
+    /// that the waits and ends that follow answers are not merged with a
+    /// send's words (issue 22).
+    #[inline(never)]
+    fn send_now(&mut self) -> Action {
+        match self.phase {
             Phase::Ready if self.last_now >= self.deadline => {
                 let o = Outcome::TimedOut { needed: None };
                 self.finish(o);
@@ -490,7 +666,7 @@ impl RetryState {
                     attempt: self.sent,
                 };
                 self.sent += 1;
-                self.phase = Phase::InFlight(id.attempt);
+                self.phase = Phase::InFlight(id);
                 Action::Send(SendPlan {
                     id,
                     request: self.request.id,
