@@ -96,8 +96,8 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             max_retries: MaxRetries::default(),
-            rate_limited_statuses: StatusSet::of(&[429]),
-            server_error_statuses: StatusSet::of(&[500, 502, 503, 504]),
+            rate_limited_statuses: Self::DEFAULT_STATUS_SETS.0,
+            server_error_statuses: Self::DEFAULT_STATUS_SETS.1,
             backoff: Backoff::default(),
             retry_after: RetryAfterLimits::default(),
             transport_cushion: Duration::from_secs(2),
@@ -132,6 +132,11 @@ const fn validate_backoff(b: &Backoff, fields: [&'static str; 4]) -> Result<(), 
 }
 
 impl RetryPolicy {
+    /// The default rate-limited (429) and server-error (500, 502, 503, 504)
+    /// statuses.
+    pub(crate) const DEFAULT_STATUS_SETS: (StatusSet, StatusSet) =
+        (StatusSet::of(&[429]), StatusSet::of(&[500, 502, 503, 504]));
+
     /// Checks that the policy makes sense; machines call this at construction.
     ///
     /// Rejected: a zero `backoff.base`, a zero `backoff.multiplier`, a
