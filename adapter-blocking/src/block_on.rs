@@ -149,6 +149,27 @@ fn run<F: Future>(mut future: Pin<&mut F>, sequential: bool) -> F::Output {
     }
 }
 
+/// Polls `future` once with `waker` as [`block_on`] does (timers polled
+/// with that waker record their instants instead of using the timer
+/// thread); returns the poll and the earliest instant a timer asked to be
+/// woken at. For the [crew](crate::crew), whose threads take turns polling.
+pub(crate) fn poll_once<F: Future + ?Sized>(
+    future: Pin<&mut F>,
+    waker: &Waker,
+) -> (Poll<F::Output>, Option<Instant>) {
+    let mine = Slot {
+        waker: waker.clone(),
+        wake_at: None,
+        sequential: false,
+        before: None,
+    };
+    let restore = Restore(SLOT.with(|s| s.borrow_mut().replace(mine)));
+    let polled = future.poll(&mut Context::from_waker(waker));
+    let wanted = SLOT.with(|s| s.borrow_mut().take()).and_then(|s| s.wake_at);
+    drop(restore);
+    (polled, wanted)
+}
+
 thread_local! {
     /// Attempts of the innermost sequential call on this thread that may
     /// still run on it ([`InlineTicket`]s alive).

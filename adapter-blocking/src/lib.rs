@@ -29,6 +29,15 @@
 //!   request). The default agent's connections wait on their sockets with
 //!   `poll(2)`, so that bound holds to the millisecond, where a socket
 //!   timeout fires up to 32 ms late.
+//! * **A streaming batch handed out with
+//!   [`for_each_result`](polite_client::BatchStream::for_each_result)** is
+//!   driven by a crew of up to `concurrency` threads that run its attempts
+//!   over the default [`UreqTransport`] themselves: the thread that ends an
+//!   attempt takes the answer and starts the next one, with no hand-off
+//!   (about one context switch per request, as plain ureq threads; a loop
+//!   over `next_result` pays about three). The calling thread keeps the
+//!   batch's timers and its cancel; when the batch ends, attempts still in
+//!   flight on the crew are interrupted at once.
 //! * **A cancel** ([`CancelToken::cancel`], from any thread, or Ctrl-C with
 //!   [`cancel_on_ctrl_c`]) wakes the calling thread at once: the call returns
 //!   `Cancelled` within milliseconds, whether it was sleeping or had an
@@ -112,6 +121,31 @@
 //! # Ok::<(), polite_blocking::Error>(())
 //! ```
 //!
+//! ## A batch as a stream: results as they end, input pulled as it goes
+//!
+//! Memory stays bounded by the window however many requests (an iterator
+//! of ten million is fine), and each result is handed to the closure as
+//! its item ends, in input order here.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_blocking::{BatchOrder, Client, Config};
+//! use polite_lab::{Lab, LabConfig};
+//!
+//! let lab = Lab::start(LabConfig::default()).unwrap();
+//! let client = Client::with_config(Config { concurrency: 4, ..Config::default() })?;
+//! let requests = (0..100)
+//!     .map(|i| http::Request::get(lab.url(&format!("/items/{i}"))).body(Bytes::new()).unwrap());
+//! let mut next = 0;
+//! client.batch_stream(requests, BatchOrder::Input)?.for_each_result(|(i, result)| {
+//!     assert_eq!(i, next); // input order
+//!     assert_eq!(result.map(|r| r.status()).ok(), Some(http::StatusCode::OK));
+//!     next += 1;
+//! });
+//! assert_eq!(next, 100);
+//! # Ok::<(), polite_blocking::Error>(())
+//! ```
+//!
 //! ## Cancelling from another thread (or Ctrl-C)
 //!
 //! ```
@@ -139,6 +173,7 @@
 
 mod block_on;
 mod clock;
+mod crew;
 #[cfg(all(feature = "ureq", unix))]
 mod poll_tcp;
 #[cfg(feature = "ureq")]

@@ -12,14 +12,22 @@
 //!
 //! The socket is non-blocking from its connect on: a read or write that
 //! would block polls for readiness until the timeout's instant, then
-//! fails with ureq's `Timeout` of the reason ureq gave.
+//! fails with ureq's `Timeout` of the reason ureq gave. The connect itself
+//! is non-blocking too, and waits the same way.
+//!
+//! On a [crew](crate::crew) member, every wait also polls the crew's pipe
+//! ([`watch`]): once the crew's batch is done, an attempt still in flight
+//! on a member fails at once (its result is no longer wanted), so the
+//! batch returns without waiting for it.
 
-use std::io::{self, Read, Write};
+use std::cell::RefCell;
+use std::io::{self, PipeReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use ureq::Error;
 use ureq::unversioned::transport::time::Duration as UreqDuration;
 use ureq::unversioned::transport::{
@@ -61,6 +69,34 @@ impl<In: Transport> Connector<In> for PollTcpConnector {
     }
 }
 
+thread_local! {
+    /// The pipe this thread's waits watch besides their socket (a crew
+    /// member's), if any.
+    static STOP: RefCell<Option<Arc<PipeReader>>> = const { RefCell::new(None) };
+}
+
+/// Until dropped, every wait on this thread also polls `pipe`, and fails
+/// once it is readable (see the module's docs).
+pub(crate) fn watch(pipe: Arc<PipeReader>) -> Watch {
+    Watch(STOP.with(|s| s.borrow_mut().replace(pipe)))
+}
+
+/// Puts back what the thread watched before (see [`watch`]).
+pub(crate) struct Watch(Option<Arc<PipeReader>>);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        STOP.with(|s| *s.borrow_mut() = previous);
+    }
+}
+
+/// The error of a wait whose crew is done: a timeout, so that nothing
+/// retries it (an `Interrupted` read is retried by `read_to_end`).
+fn stopped() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the batch has ended")
+}
+
 /// The shortest connect try an address gets while there is time left.
 const MIN_PER_ADDRESS: Duration = Duration::from_millis(10);
 
@@ -75,7 +111,7 @@ fn connect(addrs: &[SocketAddr], timeout: NextTimeout) -> Result<TcpStream, Erro
     let mut last = None;
     for (i, addr) in addrs.iter().enumerate() {
         let tried = match until {
-            None => TcpStream::connect(addr),
+            None => connect_to(addr, None),
             Some(until) => {
                 let left = until.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -86,7 +122,7 @@ fn connect(addrs: &[SocketAddr], timeout: NextTimeout) -> Result<TcpStream, Erro
                 } else {
                     (left / 2).max(MIN_PER_ADDRESS).min(left)
                 };
-                TcpStream::connect_timeout(addr, share)
+                connect_to(addr, Some(Instant::now() + share))
             }
         };
         match tried {
@@ -102,6 +138,36 @@ fn connect(addrs: &[SocketAddr], timeout: NextTimeout) -> Result<TcpStream, Erro
         }
     }
     Err(last.unwrap_or_else(|| Error::Io(io::ErrorKind::ConnectionRefused.into())))
+}
+
+/// Connects to `addr` by `until` (`None`: no bound), without blocking: the
+/// wait for the handshake is a [`ready`] poll, which a crew's pipe ends
+/// too. `TimedOut` when `until` comes first. The stream is non-blocking.
+fn connect_to(addr: &SocketAddr, until: Option<Instant>) -> io::Result<TcpStream> {
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+    let stream = TcpStream::from(rustix::net::socket_with(
+        family,
+        SocketType::STREAM,
+        flags,
+        None,
+    )?);
+    match rustix::net::connect(&stream, addr) {
+        Ok(()) => return Ok(stream),
+        Err(rustix::io::Errno::INPROGRESS | rustix::io::Errno::INTR) => {}
+        Err(e) => return Err(e.into()),
+    }
+    if !ready(&stream, PollFlags::OUT, until)? {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    match rustix::net::sockopt::socket_error(&stream)? {
+        Ok(()) => Ok(stream),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Whether a failed connect concerns only the address tried (as ureq's
@@ -129,7 +195,8 @@ fn deadline(timeout: &NextTimeout) -> Result<Option<Instant>, Error> {
 }
 
 /// Waits until `stream` is ready for `events` (or has an error or hang-up
-/// to report), or until `until`: `false` when `until` came first.
+/// to report), or until `until`: `false` when `until` came first. Fails
+/// at once when this thread [watches](watch) a pipe that is readable.
 fn ready(stream: &TcpStream, events: PollFlags, until: Option<Instant>) -> io::Result<bool> {
     loop {
         let left = match until {
@@ -143,13 +210,25 @@ fn ready(stream: &TcpStream, events: PollFlags, until: Option<Instant>) -> io::R
                 Timespec::try_from(short_of(left)).ok()
             }
         };
-        let mut fds = [PollFd::new(stream, events)];
-        match poll(&mut fds, left.as_ref()) {
+        // `None`: the pipe is readable.
+        let polled = STOP.with(|stop| match &*stop.borrow() {
+            None => Some(poll(&mut [PollFd::new(stream, events)], left.as_ref())),
+            Some(pipe) => {
+                let mut fds = [
+                    PollFd::new(stream, events),
+                    PollFd::new(&**pipe, PollFlags::IN),
+                ];
+                let polled = poll(&mut fds, left.as_ref());
+                fds[1].revents().is_empty().then_some(polled)
+            }
+        });
+        match polled {
+            None => return Err(stopped()),
             // Timed out: `until` has passed (checked at the top).
-            Ok(0) => {}
-            Ok(_) => return Ok(true),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
+            Some(Ok(0)) => {}
+            Some(Ok(_)) => return Ok(true),
+            Some(Err(rustix::io::Errno::INTR)) => {}
+            Some(Err(e)) => return Err(e.into()),
         }
     }
 }
@@ -336,6 +415,86 @@ mod tests {
             "EOF: no progress"
         );
         assert!(!t.is_open());
+    }
+
+    /// A raised pipe (the crew's batch is done) ends a wait on a silent
+    /// peer at once, as a timeout (nothing retries it); without the watch
+    /// the same wait runs to its timeout.
+    #[test]
+    fn a_wait_watching_a_raised_pipe_ends_at_once() {
+        let (mut t, _server) = pair();
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let reader = Arc::new(reader);
+        {
+            let _watch = watch(Arc::clone(&reader));
+            let raiser = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                writer.write_all(&[1]).unwrap();
+                writer
+            });
+            let started = Instant::now();
+            let err = t.await_input(timeout(Duration::from_secs(60))).unwrap_err();
+            assert!(
+                matches!(&err, Error::Io(e) if e.kind() == io::ErrorKind::TimedOut),
+                "{err:?}"
+            );
+            // 60 s of timeout left; the raise came after 50 ms.
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{:?}",
+                started.elapsed()
+            );
+            drop(raiser.join().unwrap());
+            // Raised for good: the next wait fails at once too.
+            assert!(t.await_input(timeout(Duration::from_secs(60))).is_err());
+        }
+        // The guard is gone: this thread's waits no longer watch the pipe.
+        let err = t
+            .await_input(timeout(Duration::from_millis(30)))
+            .unwrap_err();
+        assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    }
+
+    /// A connect that the server does not complete (its accept queue is
+    /// full, so the kernel drops the handshake) waits until its timeout, or
+    /// until the watched pipe is raised. (Linux drops a handshake beyond
+    /// the accept queue; other kernels may refuse it instead.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_connect_the_server_leaves_waiting_ends_at_its_timeout_or_the_pipe() {
+        use rustix::net::{SocketType, bind, listen, socket};
+        let listener = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+        bind(&listener, &SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        listen(&listener, 0).unwrap();
+        let listener = std::net::TcpListener::from(listener);
+        let addr = listener.local_addr().unwrap();
+        // Fill the accept queue (backlog 0 holds one; a few more to be
+        // sure): later handshakes get no answer.
+        let mut held = Vec::new();
+        let mut waiting = None;
+        for _ in 0..8 {
+            match connect_to(&addr, Some(Instant::now() + Duration::from_millis(200))) {
+                Ok(stream) => held.push(stream),
+                Err(e) => {
+                    waiting = Some(e);
+                    break;
+                }
+            }
+        }
+        let e = waiting.expect("a handshake beyond the backlog is left waiting");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e:?}");
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let _watch = watch(Arc::new(reader));
+        writer.write_all(&[1]).unwrap();
+        let started = Instant::now();
+        let e = connect_to(&addr, Some(Instant::now() + Duration::from_secs(60))).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(held);
     }
 
     #[test]

@@ -52,6 +52,20 @@ impl Runtime for Threads {
     fn call_sequential<F: Future>(call: F) -> F::Output {
         crate::block_on::block_on_sequential(call)
     }
+    /// A batch's [`for_each_result`](polite_client::BatchStream::for_each_result):
+    /// polled by a crew of up to `concurrency` threads that run its
+    /// attempts of the default [`UreqTransport`](crate::UreqTransport)
+    /// themselves (to IP addresses and host names looked up less than
+    /// 30 s ago), the calling thread keeping its timers. An attempt still
+    /// in flight when the batch ends (cancelled, or at its deadline) is
+    /// interrupted: the call returns as `call`'s does.
+    fn call_crew<F>(call: F, concurrency: usize) -> F::Output
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        crate::crew::run(call, concurrency)
+    }
     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> {
         ready(output)
     }

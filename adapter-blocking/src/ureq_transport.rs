@@ -17,6 +17,10 @@ use ureq::config::ConfigBuilder;
 use ureq::typestate::HttpCrateScope;
 
 use crate::block_on::{InlineTicket, wake_at};
+// One attempt, packaged for a worker thread (or a crew member): returns
+// the waker of the caller waiting for it, which the worker wakes once it
+// is idle again.
+use crate::crew::Job;
 use crate::resolver::{DNS, LiteralResolver, ip_literal, port_of};
 use polite_client::recycle::Recycler;
 
@@ -62,6 +66,16 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// a wait on time, where a socket timeout (ureq's own connections) fires
 /// on the kernel's coarse timer, up to 32 ms late (BENCHMARKS.md 8.4 and
 /// 8.13); elsewhere every attempt runs on a worker.
+///
+/// **On a batch's crew** runs an attempt that a batch handed out through
+/// [`for_each_result`](polite_client::BatchStream::for_each_result) starts
+/// (`Threads::call_crew`), when this is the [`Default`] transport and the
+/// host is an IP address or a host name looked up less than 30 s ago
+/// (a lookup cannot be interrupted: such an attempt takes a worker): the
+/// crew's thread that polled the batch runs it, then polls the batch
+/// again. Bounded as on a worker (each phase by `abort_at`); when the
+/// batch ends first, the attempt's waits on its socket are interrupted at
+/// once and it fails (nobody is waiting for it any more).
 ///
 /// * **Timeouts.** On a worker, the future resolves `Aborted` by itself at
 ///   `abort_at`, whatever the worker is doing, so a hanging server can
@@ -510,6 +524,10 @@ impl UreqTransport {
 
     /// Hands the attempt to a worker; returns the slot it fills.
     fn start(&self, request: http::Request<Bytes>, abort_at: Instant) -> Arc<Mutex<Slot>> {
+        // Started by a crew's poll, an attempt that needs no thread of
+        // ureq's own runs on a member of that crew (see `crew`): the member
+        // that ends it polls the batch itself.
+        let on_crew = self.inline && crate::crew::polling() && self.thread_free(&request);
         self.handed.fetch_add(1, Ordering::SeqCst);
         let slot = Arc::new(Mutex::new(Slot::default()));
         let filled = Arc::clone(&slot);
@@ -537,6 +555,14 @@ impl UreqTransport {
             // `Pool::work`), so that the caller's next attempt finds it.
             waker
         });
+        let job = if on_crew {
+            match crate::crew::queue(job) {
+                Ok(()) => return slot,
+                Err(job) => job,
+            }
+        } else {
+            job
+        };
         if Pool::run(&self.pool, job).is_err() {
             // No thread to run it on (the job, and its `Live`, are gone).
             lock(&slot).result = Some(Err(TransportErrorKind::Other.into()));
@@ -544,10 +570,6 @@ impl UreqTransport {
         slot
     }
 }
-
-/// One attempt, packaged for a worker thread; returns the waker of the
-/// caller waiting for it, which the worker wakes once it is idle again.
-type Job = Box<dyn FnOnce() -> Option<Waker> + Send>;
 
 /// Idle worker threads, shared by the clones of a transport: each waits
 /// [`UreqTransport::WORKER_IDLE`] for a job on its channel, then leaves.

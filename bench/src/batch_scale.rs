@@ -18,7 +18,12 @@
 //!   .map(|_| get + bytes()).buffer_unordered(4)` on the same reqwest client
 //!   polite-tokio uses;
 //! * peer `ureq 4 threads`: four threads sharing one `ureq::Agent`, taking
-//!   the next index from an atomic counter.
+//!   the next index from an atomic counter;
+//! * `polite-blocking-each`: the same batch handed out through
+//!   `BatchStream::for_each_result` over the default `UreqTransport`, whose
+//!   crew of threads runs the attempts and drives the batch itself (the
+//!   `polite-blocking` row loops over `next_result` on a transport over the
+//!   peer's agent: every attempt handed to a worker and back).
 
 use std::io::Write as _;
 use std::process::Command;
@@ -44,6 +49,7 @@ const CLIENTS: &[&str] = &[
     "polite-async-io",
     "ureq",
     "polite-blocking",
+    "polite-blocking-each",
 ];
 
 fn label(client: &str) -> &'static str {
@@ -52,7 +58,10 @@ fn label(client: &str) -> &'static str {
         "polite-tokio" => "polite-tokio `batch_stream`",
         "polite-async-io" => "polite-async-io `batch_stream` (smol)",
         "ureq" => "peer: ureq, 4 threads, one `Agent`",
-        "polite-blocking" => "polite-blocking `batch_stream`",
+        "polite-blocking" => "polite-blocking `batch_stream` (`next_result`, bench agent)",
+        "polite-blocking-each" => {
+            "polite-blocking `batch_stream` → `for_each_result` (default transport: the crew)"
+        }
         _ => "?",
     }
 }
@@ -126,6 +135,14 @@ pub fn batch_client(url: &str, n: usize, size: usize, client: &str) {
                     tally.add(good(r, size));
                 }
             });
+        }
+        "polite-blocking-each" => {
+            // The default transport (its crew runs attempts over the
+            // default agent's connections only).
+            let c = polite_blocking::Client::with_config(config()).expect("valid config");
+            c.batch_stream(requests(), BatchOrder::Input)
+                .expect("batch")
+                .for_each_result(|(_, r)| tally.add(good(r, size)));
         }
         "polite-blocking" => {
             let c = polite_blocking::Client::with_transport(

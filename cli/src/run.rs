@@ -344,8 +344,11 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         .map_err(|e| Usage(e.to_string()))?;
     let mut worst = exit::OK;
     let mut starved: Option<(usize, Instant, PaceLimit)> = None;
-    let mut out = std::io::stdout().lock();
-    while let Some((item, result)) = stream.next_result() {
+    // Each result as its item ends, from whichever thread drives the batch
+    // (`for_each_result`: the threads that run the attempts; stdout is
+    // locked for each line).
+    stream.for_each_result(|(item, result)| {
+        let mut out = std::io::stdout().lock();
         worst = exit::worst([worst, book.flush_bad(&mut out, item, order)]);
         // The input line and the URL as it may be printed (SPEC §5.1:
         // user-info, query values and fragment hidden); the line number is
@@ -384,7 +387,8 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
             *n += 1;
             *first = (*first).min(until);
         }
-    }
+    });
+    let mut out = std::io::stdout().lock();
     worst = exit::worst([
         worst,
         book.flush_bad(&mut out, usize::MAX, BatchOrder::Input),

@@ -279,6 +279,58 @@ fn ctrl_c_during_a_30s_backoff_exits_130_within_200ms() {
     assert_eq!(lab.log().len(), 1);
 }
 
+/// Ctrl-C while every attempt of a batch waits on a server that never
+/// answers: `polite batch` exits 130 at once (the attempts in flight are
+/// interrupted, not waited for), every item pulled has its whole line.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_during_a_batch_of_hanging_attempts_exits_130_with_every_line() {
+    let lab = Lab::start(LabConfig::default().fault(PathMatch::Any, Fault::Hang)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(["batch", "--concurrency", "3", "--timeout", "60s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let urls: String = (0..5)
+        .map(|i| format!("{}\n", lab.url(&format!("/items/{i}"))))
+        .collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(urls.as_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lab.in_flight() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(lab.in_flight(), 3, "three attempts hang");
+    let sent = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let o = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    assert_eq!(code(&o), 130, "{}", stderr(&o));
+    // At once, not at the 60 s deadline (1 s of slack for a loaded machine).
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 3, "{lines:?}");
+    for (k, v) in lines.iter().enumerate() {
+        assert_eq!(v["line"], k + 1, "{v}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["error"], "cancelled", "{v}");
+    }
+    assert_eq!(lab.log().len(), 3, "no more sent after the three");
+}
+
 /// `batch` streams: each line is written as soon as it may be, so a
 /// consumer reads the first results while a slow item is still running;
 /// in input order by default, in completion order with `--unordered`.

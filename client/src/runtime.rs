@@ -140,6 +140,53 @@ pub trait Runtime: 'static {
     fn call_sequential<F: Future>(call: F) -> Self::Call<F> {
         Self::call(call)
     }
+    /// Like [`call`](Runtime::call), for a batch's call whose future may be
+    /// polled from other threads (`Send`) and keeps at most `concurrency`
+    /// attempts in flight
+    /// ([`BatchStream::for_each_result`](crate::BatchStream::for_each_result)):
+    /// where calls block, the runtime may let the threads that run the
+    /// attempts poll the future too, so that the thread that ends an
+    /// attempt starts the next one without a hand-off (polite-blocking's
+    /// crew). The default is [`call`](Runtime::call).
+    ///
+    /// ```
+    /// # use polite_client::{CancelToken, Clock, Runtime};
+    /// # use std::future::{Future, ready};
+    /// # use std::task::{Context, Poll, Waker};
+    /// # struct Frozen;
+    /// # impl Clock for Frozen {
+    /// #     fn now(&self) -> std::time::Instant { std::time::Instant::now() }
+    /// #     fn poll_sleep(&mut self, _: &mut Context<'_>, _: std::time::Instant) -> Poll<()> { Poll::Ready(()) }
+    /// # }
+    /// # struct Tiny;
+    /// # impl Runtime for Tiny {
+    /// #     type Clock = Frozen;
+    /// #     type Token = CancelToken;
+    /// #     type Cancel = CancelToken;
+    /// #     type Call<F: Future> = F::Output;
+    /// #     type Ready = ();
+    /// #     fn clock() -> Frozen { Frozen }
+    /// #     fn watch(token: &CancelToken) -> CancelToken { token.clone() }
+    /// #     fn cancel(token: &CancelToken) { token.cancel() }
+    /// #     fn call<F: Future>(call: F) -> F::Output {
+    /// #         match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
+    /// #             Poll::Ready(out) => out,
+    /// #             Poll::Pending => unreachable!("nothing here waits"),
+    /// #         }
+    /// #     }
+    /// #     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> { ready(output) }
+    /// # }
+    /// // A runtime that does not override it (Tiny, as above): `call`.
+    /// assert_eq!(Tiny::call_crew(ready(7), 4), 7);
+    /// ```
+    fn call_crew<F>(call: F, concurrency: usize) -> Self::Call<F>
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let _ = concurrency;
+        Self::call(call)
+    }
     /// The other way round, for code written once for every runtime (the
     /// lab's conformance suite): a future of what [`call`](Runtime::call)
     /// returned. Where calls block, the call has already run and this is
