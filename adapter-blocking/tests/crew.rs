@@ -198,3 +198,47 @@ fn refused_connections_end_every_item() {
     assert_eq!(errors.len(), 6, "{errors:?}");
     assert!(errors.iter().all(|(_, failed)| *failed), "{errors:?}");
 }
+
+/// The batch's timers run on the crew too: a throttled batch keeps under
+/// the server's quota (the keeper wakes for each grant), and an item
+/// refused with a 429 and `Retry-After: 1` is sent again no sooner than
+/// the server asked.
+#[test]
+fn the_pace_and_retry_after_hold_on_the_crew() {
+    use polite_blocking::Throttle;
+    use polite_lab::{LogStats, Quota, Step};
+    let lab = Lab::start(
+        LabConfig::default()
+            .quota(Quota::fixed(5, Duration::from_millis(200)))
+            .script("/items/x", vec![Step::status(429), Step::Normal]),
+    )
+    .unwrap();
+    let client = Client::with_config(Config {
+        concurrency: 4,
+        timeout: Duration::from_secs(20),
+        throttle: Some(Throttle::new(5, Duration::from_millis(250))),
+        ..Config::default()
+    })
+    .unwrap();
+    let mut requests: Vec<_> = (0..12)
+        .map(|i| get(lab.url(&format!("/items/{i}"))))
+        .collect();
+    requests.insert(3, get(lab.url("/items/x")));
+    let mut stream = client.batch_stream(requests, BatchOrder::Input).unwrap();
+    let mut ok = 0;
+    stream.for_each_result(|(i, result)| {
+        assert!(result.is_ok(), "item {i}: {result:?}");
+        ok += 1;
+    });
+    assert_eq!(ok, 13);
+    let log = lab.log();
+    assert_eq!(log.count_429(), 1, "only the scripted one");
+    let x: Vec<_> = log.iter().filter(|e| e.path == "/items/x").collect();
+    assert_eq!(x.len(), 2, "refused once, then answered");
+    let answered = x[0].completed.expect("the 429 was answered");
+    let waited = x[1].arrived.saturating_duration_since(answered);
+    assert!(
+        waited >= Duration::from_secs(1),
+        "resent {waited:?} after the 429"
+    );
+}
