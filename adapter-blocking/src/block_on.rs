@@ -110,6 +110,9 @@ pub(crate) fn block_on_sequential<F: Future>(future: F) -> F::Output {
 }
 
 fn run<F: Future>(mut future: Pin<&mut F>, sequential: bool) -> F::Output {
+    // Inside a crew's poll (nested in it), this call's attempts are not
+    // the crew's.
+    let _hidden = crate::crew::Hide::new();
     // A sequential call counts its own attempts waiting to run here (a
     // nested one starts from zero and gives the count back after).
     let _count = sequential.then(|| Count(INLINE.replace(0), CROWDED.replace(false)));

@@ -71,6 +71,27 @@ pub(crate) fn queue(job: Job) -> Result<(), Job> {
     })
 }
 
+/// Hides the crew poll of this thread, if any, until dropped: a
+/// [`block_on`](crate::block_on) nested in it (a blocking call made by the
+/// closure a batch hands its results to) waits for its own attempts,
+/// which must not be queued on the crew (they would run only after the
+/// crew's poll, which waits for them).
+pub(crate) struct Hide(Option<Vec<Job>>);
+
+impl Hide {
+    pub(crate) fn new() -> Hide {
+        Hide(QUEUE.with(|q| q.borrow_mut().take()))
+    }
+}
+
+impl Drop for Hide {
+    fn drop(&mut self) {
+        if let Some(jobs) = self.0.take() {
+            QUEUE.with(|q| *q.borrow_mut() = Some(jobs));
+        }
+    }
+}
+
 static IDS: AtomicU64 = AtomicU64::new(1);
 
 /// What the crew's threads share besides the future: behind one lock, and

@@ -242,3 +242,28 @@ fn the_pace_and_retry_after_hold_on_the_crew() {
         "resent {waited:?} after the 429"
     );
 }
+
+/// The closure a batch hands its results to may make blocking calls of
+/// its own (on the crew's thread): their attempts are theirs, not the
+/// crew's, and nothing waits for itself.
+#[test]
+fn a_blocking_call_inside_the_closure_runs_its_own_attempts() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let client = client(2, Duration::from_secs(30));
+    let other = client.clone();
+    let token = CancelToken::new();
+    let requests = (0..6).map(|i| get(lab.url(&format!("/items/{i}"))));
+    let mut stream = client.batch_stream(requests, BatchOrder::Input).unwrap();
+    let mut followed = 0;
+    stream.for_each_result(|(i, result)| {
+        assert!(result.is_ok());
+        // A cancellable send always takes a worker; a plain one to an IP
+        // address runs on this thread.
+        let a = other.send_cancellable(get(lab.url(&format!("/items/a{i}"))), &token);
+        let b = other.send(get(lab.url(&format!("/items/b{i}"))));
+        assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+        followed += 1;
+    });
+    assert_eq!(followed, 6);
+    assert_eq!(lab.log().len(), 18);
+}
