@@ -178,7 +178,9 @@ pub(crate) struct LookupFailed(pub(crate) std::io::Error);
 
 impl std::fmt::Display for LookupFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the host name's lookup failed")
+        // The system's reason names no host: "failed to lookup address
+        // information: Name or service not known".
+        write!(f, "the host name's lookup failed: {}", self.0)
     }
 }
 

@@ -123,7 +123,7 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
                 // A final answer (404, the last 503, ...) is handed back too.
                 write_stdout(resp.body());
             }
-            say(&e.to_string());
+            say(&explain(&e));
             exit::for_error(&e)
         }
     };
@@ -277,7 +277,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             }
         }
         Err(e) => {
-            say(&e.to_string());
+            say(&explain(&e));
             Ok(exit::for_error(&e))
         }
     }
@@ -367,7 +367,7 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
                 "url": url,
                 "ok": false,
                 "status": e.response().map(|r| r.status().as_u16()),
-                "error": e.to_string(),
+                "error": explain(e),
             }),
         };
         // One whole line at a time (stdout is line-buffered): a consumer
@@ -644,4 +644,70 @@ fn starved_line(n: usize, by: PaceLimit, next: Duration, timeout: Duration, rate
         secs(next),
         secs(timeout)
     )
+}
+
+/// An error's line: its own words, and for a failed lookup the system's
+/// reason (which names no URL, only why: "Name or service not known").
+/// Other transport errors' sources are left out: a library's message may
+/// quote the URL, which can hold credentials (SPEC §5.1).
+fn explain(e: &polite_client::Error) -> String {
+    let mut line = e.to_string();
+    if let polite_client::Error::Transport { error, .. } = e
+        && error.kind() == polite_core::TransportErrorKind::Dns
+    {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> =
+            std::error::Error::source(error);
+        let mut last = None;
+        while let Some(c) = cause {
+            last = Some(c);
+            cause = c.source();
+        }
+        if let Some(reason) = last.map(ToString::to_string).filter(|r| !r.is_empty()) {
+            // ureq's prefix for an I/O error says nothing more.
+            let reason = reason.strip_prefix("io: ").unwrap_or(&reason);
+            line.push_str(": ");
+            line.push_str(reason.lines().next().unwrap_or_default());
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explain;
+    use polite_client::{Error, TransportError};
+    use polite_core::{Outcome, Reply, RetryClass, TransportErrorKind};
+    use std::time::Duration;
+
+    fn transport(kind: TransportErrorKind, source: std::io::Error) -> Error {
+        Error::Transport {
+            outcome: Outcome::RetriesExhausted {
+                class: RetryClass::Transport,
+                last: Reply::Transport(kind),
+            },
+            error: TransportError::new(kind).with_source(source),
+            attempts: 5,
+            elapsed: Duration::from_millis(1500),
+        }
+    }
+
+    /// A failed lookup says the system's reason (the innermost source);
+    /// other transport errors keep to their own words (a library's message
+    /// could quote a URL with credentials).
+    #[test]
+    fn a_failed_lookup_says_the_system_s_reason_and_nothing_else_does() {
+        let dns = transport(
+            TransportErrorKind::Dns,
+            std::io::Error::other(std::io::Error::other("Name or service not known")),
+        );
+        let line = explain(&dns);
+        assert!(line.starts_with(&dns.to_string()), "{line}");
+        assert!(line.ends_with(": Name or service not known"), "{line}");
+        let refused = transport(
+            TransportErrorKind::Refused,
+            std::io::Error::other("http://user:secret@host/ refused"),
+        );
+        assert_eq!(explain(&refused), refused.to_string());
+        assert!(!explain(&refused).contains("secret"));
+    }
 }

@@ -523,6 +523,11 @@ where
     /// the batch's window of 4 × `concurrency` items; a key whose pace
     /// cannot grant before the deadline ends its own items `Starved`.
     ///
+    /// Where calls block (polite-blocking), a batch handed out through
+    /// [`BatchStream::for_each_result`] is the faster form: the threads
+    /// that run its attempts drive it themselves, where `batch` hands every
+    /// attempt from the calling thread to a worker and back.
+    ///
     /// # Errors
     ///
     /// The outer `Err` only for an invalid configuration; each item's own
