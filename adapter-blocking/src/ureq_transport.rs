@@ -275,9 +275,10 @@ impl UreqTransport {
         self.max_body
     }
 
-    /// How many worker threads of this transport (and its clones) are still
-    /// running an attempt, including attempts whose call was cancelled and
-    /// that now run out their time until `abort_at`.
+    /// How many worker threads (or batch crew members) of this transport
+    /// (and its clones) are still running an attempt, including attempts
+    /// whose call was cancelled and that now run out their time until
+    /// `abort_at`.
     ///
     /// ```
     /// assert_eq!(polite_blocking::UreqTransport::default().live_workers(), 0);
@@ -288,8 +289,8 @@ impl UreqTransport {
     }
 
     /// How many attempts this transport (and its clones) has handed to a
-    /// worker thread so far; an attempt run on the calling thread (see
-    /// above) does not count.
+    /// worker thread (or a batch's crew member) so far; an attempt run on
+    /// the calling thread (see above) does not count.
     ///
     /// ```
     /// use bytes::Bytes;
