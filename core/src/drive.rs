@@ -280,9 +280,10 @@ pub struct Finished<A> {
     pub sends: u32,
 }
 
-/// A send in flight: its id, its `abort_at`, its future (in a box that is
-/// kept for a later send once this one has ended: `None` then, and the id
-/// and `abort_at` are stale until that send).
+/// A send in flight beside the first (`Flights::more`): its id, its
+/// `abort_at`, its future (in a box that is kept for a later send once
+/// this one has ended: `None` then, and the id and `abort_at` are stale
+/// until that send).
 type Flying<S> = (SendId, Instant, Pin<Box<Option<S>>>);
 
 /// The sends in flight of [`drive`], numbered from 0: the first place in
