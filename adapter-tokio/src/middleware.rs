@@ -203,81 +203,27 @@ where
         extensions: &mut http::Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        let buffered = match req.body() {
-            None => Some(Bytes::new()),
-            Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
-        };
-        // What the first attempt is sent as, without headers or body: the
-        // caller's method, URL, version and timeout, so that its URL is not
-        // formatted and parsed again (`like_proto`).
-        let first = buffered.as_ref().map(|_| {
-            let timeout = req.timeout().copied();
-            (
-                req.method().clone(),
-                req.url().clone(),
-                req.version(),
-                timeout,
-            )
-        });
-        let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
-        // That is the caller's request when its extensions hold nothing but
-        // the timeout (reqwest keeps them private: it cannot be given
-        // others). Else the first attempt is built from polite's copy with
-        // the extensions, as a retry is.
-        let proto = first
-            .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
-            .map(|(method, url, version, timeout)| {
-                let mut proto = reqwest::Request::new(method, url);
-                *proto.version_mut() = version;
-                if timeout.is_some() {
-                    *proto.timeout_mut() = timeout;
-                }
-                proto
-            });
-        let mut options = extensions
-            .get::<CallOptions>()
-            .or_else(|| parts.extensions.get::<CallOptions>())
-            .cloned()
-            .unwrap_or_default();
-        let policy = options.retry.unwrap_or(self.client.config().retry);
-        let (template, once, request_extensions) = match buffered {
-            Some(bytes) => {
-                // Kept for the attempts not sent from `proto`; polite's copy
-                // of the request needs only its options.
-                let own = std::mem::take(&mut parts.extensions);
-                (http::Request::from_parts(parts, bytes), None, own)
-            }
-            None => {
-                let own = parts.extensions.clone();
-                let template = http::Request::from_parts(parts.clone(), Bytes::new());
-                let stream = reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
-                (template, Some(stream), own)
-            }
-        };
-        let read_whole = if once.is_some() {
-            // Sent once: nothing is retried, nothing needs reading whole.
-            options.retry = Some(RetryPolicy {
-                max_total_retries: Some(0),
-                ..policy
-            });
-            None
-        } else if request_info(0, &template).is_replayable() {
-            Some(ReadWhole::of(&policy))
-        } else {
-            None
-        };
+        // Everything up to the call in a plain `fn`: what it reads and
+        // builds on the way (the caller's request, its parts, the retry
+        // rules) is not kept in this boxed future across the call.
+        let Prepared {
+            template,
+            uri_text,
+            options,
+            first,
+            request_extensions,
+            read_whole,
+        } = self.prepare(req, extensions)?;
         let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
         let live = Mutex::new(None);
-        let streamed = once.is_some();
         let transport = NextTransport {
             next,
             extensions: &shared,
             live: &live,
             request_extensions,
-            template: UriText::of(template.uri()),
-            proto: Mutex::new(proto),
-            once: Mutex::new(once),
-            streamed,
+            template: uri_text,
+            streamed: matches!(first, First::Once(_)),
+            first: Mutex::new(first),
             read_whole,
             max_body: self.max_body,
         };
@@ -317,6 +263,132 @@ where
     }
 }
 
+/// What a call through the middleware starts from (`PoliteMiddleware::prepare`).
+struct Prepared {
+    /// polite's copy of the request.
+    template: http::Request<Bytes>,
+    /// Where the text of the template's URI lies.
+    uri_text: UriText,
+    options: CallOptions,
+    first: First,
+    request_extensions: http::Extensions,
+    read_whole: Option<ReadWhole>,
+}
+
+impl<T> PoliteMiddleware<T>
+where
+    T: Transport + Send + Sync + 'static,
+    T::Sending: Unpin,
+{
+    /// The call's request, options and first attempt, from the caller's
+    /// request and the middleware extensions.
+    #[allow(clippy::result_large_err)]
+    fn prepare(
+        &self,
+        req: reqwest::Request,
+        extensions: &http::Extensions,
+    ) -> reqwest_middleware::Result<Prepared> {
+        let buffered = match req.body() {
+            None => Some(Bytes::new()),
+            Some(body) => body.as_bytes().map(Bytes::copy_from_slice),
+        };
+        // What the first attempt is sent as, without headers or body: the
+        // caller's method, URL, version and timeout, so that its URL is not
+        // formatted and parsed again (`like_proto`).
+        let first = buffered.as_ref().map(|_| {
+            let timeout = req.timeout().copied();
+            (
+                req.method().clone(),
+                req.url().clone(),
+                req.version(),
+                timeout,
+            )
+        });
+        let (mut parts, body) = http::Request::<reqwest::Body>::try_from(req)?.into_parts();
+        // That is the caller's request when its extensions hold nothing but
+        // the timeout (reqwest keeps them private: it cannot be given
+        // others). Else the first attempt is built from polite's copy with
+        // the extensions, as a retry is.
+        let proto = first
+            .filter(|(.., timeout)| parts.extensions.len() == usize::from(timeout.is_some()))
+            .map(|(method, url, version, timeout)| {
+                let mut proto = reqwest::Request::new(method, url);
+                *proto.version_mut() = version;
+                if timeout.is_some() {
+                    *proto.timeout_mut() = timeout;
+                }
+                proto
+            });
+        let mut options = extensions
+            .get::<CallOptions>()
+            .or_else(|| parts.extensions.get::<CallOptions>())
+            .cloned()
+            .unwrap_or_default();
+        let policy = options.retry.unwrap_or(self.client.config().retry);
+        let (template, first, request_extensions) = match buffered {
+            Some(bytes) => {
+                // Kept for the attempts not sent from `proto`; polite's copy
+                // of the request needs only its options.
+                let own = std::mem::take(&mut parts.extensions);
+                let first = proto.map_or(First::Taken, First::Proto);
+                (http::Request::from_parts(parts, bytes), first, own)
+            }
+            None => {
+                let own = parts.extensions.clone();
+                let template = http::Request::from_parts(parts.clone(), Bytes::new());
+                let stream = reqwest::Request::try_from(http::Request::from_parts(parts, body))?;
+                (template, First::Once(stream), own)
+            }
+        };
+        let read_whole = if matches!(first, First::Once(_)) {
+            // Sent once: nothing is retried, nothing needs reading whole.
+            options.retry = Some(RetryPolicy {
+                max_total_retries: Some(0),
+                ..policy
+            });
+            None
+        } else if request_info(0, &template).is_replayable() {
+            Some(ReadWhole::of(&policy))
+        } else {
+            None
+        };
+        Ok(Prepared {
+            uri_text: UriText::of(template.uri()),
+            template,
+            options,
+            first,
+            request_extensions,
+            read_whole,
+        })
+    }
+}
+
+/// The request a call's first attempt goes out as, when it is not built
+/// from polite's copy.
+enum First {
+    /// The caller's request without headers or body (its method, URL,
+    /// version and timeout, when its extensions hold nothing else), when
+    /// its body is buffered, until the first attempt to its URL is sent
+    /// from it.
+    Proto(reqwest::Request),
+    /// A request with a streaming body, sent once.
+    Once(reqwest::Request),
+    /// Sent, or none.
+    Taken,
+}
+
+impl First {
+    /// This request when `wanted`, `Taken` left in its place; else `Taken`
+    /// (nothing moved).
+    fn take(&mut self, wanted: impl FnOnce(&First) -> bool) -> First {
+        if wanted(self) {
+            std::mem::replace(self, First::Taken)
+        } else {
+            First::Taken
+        }
+    }
+}
+
 /// One call's transport: each attempt runs the rest of the middleware stack
 /// and the `reqwest::Client` (`next`), aborted at its `abort_at`.
 struct NextTransport<'a> {
@@ -336,13 +408,10 @@ struct NextTransport<'a> {
     request_extensions: http::Extensions,
     /// Where the text of polite's copy of the request's URI lies.
     template: UriText,
-    /// The caller's request without headers or body (its method, URL,
-    /// version and timeout, when its extensions hold nothing else), when
-    /// its body is buffered, until the first attempt to its URL is sent
-    /// from it.
-    proto: Mutex<Option<reqwest::Request>>,
-    /// A request with a streaming body, sent once.
-    once: Mutex<Option<reqwest::Request>>,
+    /// The request the first attempt goes out as, until it is sent (one
+    /// lock per attempt).
+    first: Mutex<First>,
+    /// Whether the call's body is a stream, sent once.
     streamed: bool,
     /// When the call may be retried, the statuses of its retry rules: its
     /// retryable answers are read whole; `None`: every answer is handed
@@ -387,16 +456,17 @@ impl NextTransport<'_> {
     #[allow(clippy::result_large_err)]
     fn like_proto(
         &self,
+        first: &mut First,
         request: http::Request<Bytes>,
     ) -> Result<reqwest::Request, http::Request<Bytes>> {
-        let mut proto = self.proto.lock().unwrap_or_else(PoisonError::into_inner);
         // An attempt to the template's URI holds a clone of it, whose text
         // is the template's own bytes (a redirect hop's is not): no need to
         // compare the URI with the URL piece by piece.
-        let same = proto.as_ref().is_some_and(|p| {
-            request.method() == p.method() && self.template == UriText::of(request.uri())
-        });
-        let Some(mut out) = proto.take_if(|_| same) else {
+        let same = |f: &First| {
+            matches!(f, First::Proto(p)
+                if request.method() == p.method() && self.template == UriText::of(request.uri()))
+        };
+        let First::Proto(mut out) = first.take(same) else {
             return Err(request);
         };
         let (parts, body) = request.into_parts();
@@ -439,23 +509,19 @@ impl<'a> NextTransport<'a> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take(),
         );
-        let once = self
-            .once
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let request = match once {
-            Some(request) => Ok(request),
+        let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
+        let request = match first.take(|f| matches!(f, First::Once(_))) {
+            First::Once(request) => Ok(request),
             // A redirect hop after the body was streamed: only a hop that
             // sends no body (303, or 301/302 after a POST) can go.
-            None if self.streamed
+            _ if self.streamed
                 && !matches!(*request.method(), http::Method::GET | http::Method::HEAD) =>
             {
                 Err(TransportError::new(
                     TransportErrorKind::RedirectNotReplayable,
                 ))
             }
-            None => match self.like_proto(request) {
+            _ => match self.like_proto(&mut first, request) {
                 Ok(request) => Ok(request),
                 Err(mut request) => {
                     *request.extensions_mut() = self.request_extensions.clone();
@@ -463,6 +529,7 @@ impl<'a> NextTransport<'a> {
                 }
             },
         };
+        drop(first);
         let next = self.next.clone();
         let (extensions, live) = (self.extensions, self.live);
         let (read_whole, max_body) = (self.read_whole, self.max_body);

@@ -396,7 +396,83 @@ pub fn sizes_table(size: Size) -> Table {
         r.to_string(),
         "one attempt; reqwest keeps its state on the heap behind this handle".into(),
     ]);
+    let (middleware, layer) = integration_boxes(url);
+    t.row(vec![
+        "`PoliteMiddleware::handle` future".into(),
+        middleware.to_string(),
+        "boxed by async-trait, one per call".into(),
+    ]);
+    t.row(vec![
+        "`PoliteService::call` future (over hyper-util)".into(),
+        layer.to_string(),
+        "boxed, one per call".into(),
+    ]);
     t
+}
+
+/// The sizes of the boxed call futures of `PoliteMiddleware` (read by a
+/// middleware in front of it) and of `PoliteService` over hyper-util.
+fn integration_boxes(url: &str) -> (usize, usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::Service as _;
+
+    type Handled<'a> = std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = reqwest_middleware::Result<reqwest::Response>>
+                + Send
+                + 'a,
+        >,
+    >;
+    /// Creates the next middleware's future, notes its size, drops it.
+    struct Probe(Arc<AtomicUsize>);
+    impl reqwest_middleware::Middleware for Probe {
+        fn handle<'s, 'e, 'n, 'f>(
+            &'s self,
+            req: reqwest::Request,
+            extensions: &'e mut http::Extensions,
+            next: reqwest_middleware::Next<'n>,
+        ) -> Handled<'f>
+        where
+            's: 'f,
+            'e: 'f,
+            'n: 'f,
+            Self: 'f,
+        {
+            let next_call = next.run(req, extensions);
+            self.0
+                .store(std::mem::size_of_val(&*next_call), Ordering::Relaxed);
+            drop(next_call);
+            Box::pin(std::future::ready(Err(
+                reqwest_middleware::Error::middleware(std::io::Error::other("probe")),
+            )))
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let stack = reqwest_middleware::ClientBuilder::new(crate::reqwest_client())
+            .with(Probe(seen.clone()))
+            .with(polite_tokio::PoliteMiddleware::new(Config::default()).expect("valid config"))
+            .build();
+        let _ = stack.get(url).send().await;
+        let executor = hyper_util::rt::TokioExecutor::new();
+        let upstream: hyper_util::client::legacy::Client<
+            hyper_util::client::legacy::connect::HttpConnector,
+            polite_tokio::PoliteBody<http_body_util::Full<bytes::Bytes>>,
+        > = hyper_util::client::legacy::Client::builder(executor).build_http();
+        let mut layered = tower::ServiceBuilder::new()
+            .layer(polite_tokio::PoliteLayer::new(Config::default()).expect("valid config"))
+            .service(upstream);
+        let call = layered.call(http::Request::new(http_body_util::Full::new(
+            bytes::Bytes::new(),
+        )));
+        let layer = std::mem::size_of_val(&*call);
+        drop(call);
+        (seen.load(Ordering::Relaxed), layer)
+    })
 }
 
 /// Runs the suite.

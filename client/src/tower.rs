@@ -413,26 +413,26 @@ where
     RB::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
-    let (bytes, once) = match buffer(body, layer.replay_limit).await {
+    // A request without a body (a GET) does not start `buffer`'s future.
+    let (bytes, once) = match empty_or(body) {
         Ok(bytes) => (bytes, None),
-        Err(stream) => (Bytes::new(), Some(stream)),
+        Err(body) => match buffer(body, layer.replay_limit).await {
+            Ok(bytes) => (bytes, None),
+            Err(stream) => (Bytes::new(), Some(stream)),
+        },
     };
-    let template = http::Request::from_parts(parts, bytes);
-    let mut options = CallOptions::of(&template);
-    let policy = options.retry.unwrap_or(layer.client.config().retry);
-    let read_whole = if once.is_some() {
-        // Sent once: nothing will be retried, so nothing is read whole.
-        options.retry = Some(RetryPolicy {
-            max_total_retries: Some(0),
-            ..policy
-        });
-        None
-    } else if request_info(0, &template).is_replayable() {
-        Some(ReadWhole::of(&policy))
-    } else {
-        None
-    };
-    let streamed = once.is_some();
+    // `matches!`, not `is_some`: a local once borrowed is kept in this
+    // boxed future across the call, moved or not.
+    #[allow(clippy::redundant_pattern_matching)]
+    let streamed = matches!(once, Some(_));
+    // Up to the call in a plain `fn`: the retry rules and the request's
+    // parts it reads on the way are not kept in this boxed future.
+    let Prepared {
+        template,
+        options,
+        extensions,
+        read_whole,
+    } = prepare(&layer, parts, bytes, streamed);
     let live = Mutex::new(None);
     let via = Via::<S, B, R, RB> {
         live: &live,
@@ -441,7 +441,7 @@ where
             once,
             streamed,
         }),
-        extensions: template.extensions().clone(),
+        extensions,
         max_body: layer.max_body,
         read_whole,
         runtime: std::marker::PhantomData,
@@ -470,6 +470,62 @@ where
         parts.extensions.insert(outcome);
     }
     Ok(http::Response::from_parts(parts, body))
+}
+
+/// What a call through the layer starts from ([`prepare`]).
+struct Prepared {
+    /// polite's copy of the request.
+    template: http::Request<Bytes>,
+    options: CallOptions,
+    /// The request's extensions, given to every attempt.
+    extensions: http::Extensions,
+    read_whole: Option<ReadWhole>,
+}
+
+/// The call's request and options, and what its attempts read whole
+/// (nothing when its body is sent once: `once`).
+fn prepare<R, T>(
+    layer: &PoliteLayer<R, T>,
+    parts: http::request::Parts,
+    bytes: Bytes,
+    once: bool,
+) -> Prepared
+where
+    R: Runtime,
+    T: Transport,
+    T::Sending: Unpin,
+{
+    let template = http::Request::from_parts(parts, bytes);
+    let mut options = CallOptions::of(&template);
+    let policy = options.retry.unwrap_or(layer.client.config().retry);
+    let read_whole = if once {
+        // Sent once: nothing will be retried, so nothing is read whole.
+        options.retry = Some(RetryPolicy {
+            max_total_retries: Some(0),
+            ..policy
+        });
+        None
+    } else if request_info(0, &template).is_replayable() {
+        Some(ReadWhole::of(&policy))
+    } else {
+        None
+    };
+    Prepared {
+        extensions: template.extensions().clone(),
+        template,
+        options,
+        read_whole,
+    }
+}
+
+/// `Ok` (no bytes) for a body that is known to be empty, else the body.
+#[allow(clippy::result_large_err)]
+fn empty_or<B: HttpBody>(body: B) -> Result<Bytes, B> {
+    if body.is_end_stream() {
+        Ok(Bytes::new())
+    } else {
+        Err(body)
+    }
 }
 
 /// Reads `body` whole when it fits in `limit` bytes and has no trailers;

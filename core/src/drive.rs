@@ -280,10 +280,88 @@ pub struct Finished<A> {
     pub sends: u32,
 }
 
-/// A send in flight: its id, its `abort_at`, its future (in a box that is
-/// kept for a later send once this one has ended: `None` then, and the id
-/// and `abort_at` are stale until that send).
+/// A send in flight beside the first (`Flights::more`): its id, its
+/// `abort_at`, its future (in a box that is kept for a later send once
+/// this one has ended: `None` then, and the id and `abort_at` are stale
+/// until that send).
 type Flying<S> = (SendId, Instant, Pin<Box<Option<S>>>);
+
+/// The sends in flight of [`drive`], numbered from 0: the first place in
+/// the caller's future (`first_sending`, its id and `abort_at` in `first`
+/// while it holds a send), the others in `more` (number `i` is `more[i - 1]`).
+struct Flights<'p, S> {
+    first: Option<(SendId, Instant)>,
+    first_sending: Pin<&'p mut Option<S>>,
+    more: Vec<Flying<S>>,
+}
+
+impl<S: Future> Flights<'_, S> {
+    /// Puts `sending` in the first free place.
+    fn start(&mut self, id: SendId, abort_at: Instant, sending: S) {
+        if self.first.is_none() {
+            self.first = Some((id, abort_at));
+            self.first_sending.set(Some(sending));
+            return;
+        }
+        match self.more.iter_mut().find(|(_, _, b)| b.is_none()) {
+            Some(slot) => {
+                slot.0 = id;
+                slot.1 = abort_at;
+                slot.2.set(Some(sending));
+            }
+            None => self.more.push((id, abort_at, Box::pin(Some(sending)))),
+        }
+    }
+
+    /// The first send (by number) that is ready, with its output.
+    fn poll_any(&mut self, cx: &mut Context<'_>) -> Option<(usize, S::Output)> {
+        if let Some(f) = self.first_sending.as_mut().as_pin_mut()
+            && let Poll::Ready(r) = f.poll(cx)
+        {
+            return Some((0, r));
+        }
+        for (i, (_, _, f)) in self.more.iter_mut().enumerate() {
+            if let Some(f) = f.as_mut().as_pin_mut()
+                && let Poll::Ready(r) = f.poll(cx)
+            {
+                return Some((i + 1, r));
+            }
+        }
+        None
+    }
+
+    /// The `abort_at` of every send in flight.
+    fn abort_ats(&self) -> impl Iterator<Item = Instant> + '_ {
+        let more = self.more.iter().filter(|(_, _, f)| f.is_some());
+        self.first
+            .map(|(_, at)| at)
+            .into_iter()
+            .chain(more.map(|&(_, at, _)| at))
+    }
+
+    /// The first send (by number) in flight past its `abort_at`.
+    fn past(&self, now: Instant) -> Option<usize> {
+        if self.first.is_some_and(|(_, at)| at <= now) {
+            return Some(0);
+        }
+        self.more
+            .iter()
+            .position(|(_, at, f)| f.is_some() && *at <= now)
+            .map(|i| i + 1)
+    }
+
+    /// Drops send `i` (it ended); its id.
+    fn end(&mut self, i: usize) -> SendId {
+        if i == 0 {
+            self.first_sending.set(None);
+            // Only a send in flight ends.
+            return self.first.take().map_or_else(SendId::default, |(id, _)| id);
+        }
+        let (id, _, ended) = &mut self.more[i - 1];
+        ended.set(None);
+        *id
+    }
+}
 
 enum Woke<A> {
     Cancel,
@@ -355,11 +433,17 @@ where
     C: Classify<I::Answer> + ?Sized,
     O: Observe + ?Sized,
 {
-    // The sends in flight, each with its `abort_at`, in boxes that stay
+    // The sends in flight, each with its `abort_at`: the first in this
+    // future (a call that has one send in flight at a time, `send` and
+    // `wait`, allocates nothing for them), the others in boxes that stay
     // when their send ends (emptied: `None`) and take a later send (no
     // allocation per send once there are as many boxes as sends in flight
     // at once, and no second vector for the empty ones).
-    let mut flying: Vec<Flying<I::Sending>> = Vec::new();
+    let mut flying = Flights {
+        first: None,
+        first_sending: std::pin::pin!(None),
+        more: Vec::new(),
+    };
     // The last answer of every item not yet handed out (the newest one is
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
@@ -406,14 +490,7 @@ where
                     }
                     sends += 1;
                     let sending = io.send(&plan);
-                    match flying.iter_mut().find(|(_, _, b)| b.is_none()) {
-                        Some(slot) => {
-                            slot.0 = plan.id;
-                            slot.1 = plan.abort_at;
-                            slot.2.set(Some(sending));
-                        }
-                        None => flying.push((plan.id, plan.abort_at, Box::pin(Some(sending)))),
-                    }
+                    flying.start(plan.id, plan.abort_at, sending);
                 }
                 // Deciding may have made room for items (a keyed batch's
                 // items held back by their key's pace do not count as
@@ -436,12 +513,8 @@ where
             if io.poll_cancel(cx).is_ready() {
                 return Poll::Ready(Woke::Cancel);
             }
-            for (i, (_, _, f)) in flying.iter_mut().enumerate() {
-                if let Some(f) = f.as_mut().as_pin_mut()
-                    && let Poll::Ready(r) = f.poll(cx)
-                {
-                    return Poll::Ready(Woke::Answer(i, r));
-                }
+            if let Some((i, r)) = flying.poll_any(cx) {
+                return Poll::Ready(Woke::Answer(i, r));
             }
             if later && io.poll_pull(cx).is_ready() {
                 return Poll::Ready(Woke::Pull);
@@ -455,19 +528,12 @@ where
             // The first of the machine's instant and the sends' `abort_at`
             // (a machine wakes by its deadline, before any `abort_at`: this
             // holds the contract for any machine).
-            let until = flying
-                .iter()
-                .filter(|(_, _, f)| f.is_some())
-                .map(|&(_, abort_at, _)| abort_at)
-                .fold(wake_at, Instant::min);
+            let until = flying.abort_ats().fold(wake_at, Instant::min);
             if io.poll_sleep(cx, until).is_ready() {
                 // A send past its `abort_at` ends first, as it would have
                 // ended by itself had its future kept a timer.
                 let now = io.now();
-                if let Some(i) = flying
-                    .iter()
-                    .position(|(_, at, f)| f.is_some() && *at <= now)
-                {
+                if let Some(i) = flying.past(now) {
                     return Poll::Ready(Woke::Answer(i, Err(TransportErrorKind::Aborted)));
                 }
                 return Poll::Ready(Woke::Tick);
@@ -485,10 +551,8 @@ where
             // Back to the top: the items come in before the next action.
             Woke::Pull => {}
             Woke::Answer(i, result) => {
-                let (id, _, ended) = &mut flying[i];
-                let id = *id;
-                // Dropped now, as it ended; its box serves a later send.
-                ended.set(None);
+                // Dropped now, as it ended; its place serves a later send.
+                let id = flying.end(i);
                 match result {
                     Ok(answer) => {
                         // The wall clock only when a header may need it
