@@ -82,6 +82,25 @@ struct Item {
     started: bool,
 }
 
+/// How many different pace slots `requests` name: a bit mask when every
+/// slot is below 64 (the usual few keys: no allocation, no sort), else
+/// sorted and deduplicated.
+fn distinct_slots(requests: &[RequestInfo]) -> usize {
+    let mut low = 0u64;
+    let mut high = false;
+    for r in requests {
+        low |= 1u64.checked_shl(r.pace_slot).unwrap_or(0);
+        high |= r.pace_slot >= u64::BITS;
+    }
+    if !high {
+        return low.count_ones() as usize;
+    }
+    let mut slots: Vec<u32> = requests.iter().map(|r| r.pace_slot).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    slots.len()
+}
+
 /// Keyed batches: a slot's pace refused until `until` (by `by`); `stale`
 /// once an answer may have changed the pace (ask again before trusting it).
 #[derive(Clone, Copy, Debug)]
@@ -343,14 +362,7 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
         })?;
         let single = pace.is_single();
         // A keyed batch keeps one refusal per slot: room for every slot.
-        let slots = if single {
-            0
-        } else {
-            let mut slots: Vec<u32> = requests.iter().map(|r| r.pace_slot).collect();
-            slots.sort_unstable();
-            slots.dedup();
-            slots.len()
-        };
+        let slots = if single { 0 } else { distinct_slots(&requests) };
         let items: VecDeque<Item> = requests
             .into_iter()
             .zip(0..n)
@@ -1037,5 +1049,38 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> Machine for BatchMachine<R, P, B> {
     }
     fn take_ended(&mut self) -> Option<(u32, Outcome)> {
         self.ended_out.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinct_slots;
+    use crate::{Method, RequestId, RequestInfo};
+
+    /// The bit mask counts what sorting and deduplicating counts, slots at
+    /// and past 64 included.
+    #[test]
+    fn distinct_slots_as_sort_and_dedup() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for case in 0..2000_u32 {
+            let n = case % 40;
+            let spread = [1, 2, 4, 63, 64, 65, 200, u32::MAX][(case % 8) as usize];
+            let requests: Vec<RequestInfo> = (0..n)
+                .map(|i| {
+                    x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    let slot = ((x >> 33) as u32) % spread;
+                    RequestInfo::new(RequestId(u64::from(i)), Method::Get).with_pace_slot(slot)
+                })
+                .collect();
+            let mut slots: Vec<u32> = requests.iter().map(|r| r.pace_slot).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            assert_eq!(distinct_slots(&requests), slots.len(), "{requests:?}");
+        }
+        let at = |slot| RequestInfo::new(RequestId(0), Method::Get).with_pace_slot(slot);
+        assert_eq!(distinct_slots(&[]), 0);
+        assert_eq!(distinct_slots(&[at(63), at(64), at(63), at(u32::MAX)]), 3);
     }
 }

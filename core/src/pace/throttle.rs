@@ -63,7 +63,7 @@ use super::Pace;
 /// assert_eq!(throttle.acquire(t0 + ms(30)), Err(t0 + ms(550)));
 /// assert_eq!(throttle.acquire(t0 + ms(550)), Ok(()));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RateThrottle {
     /// Grant instants, a ring of `cap` slots allocated at construction;
     /// filled on first use, then overwritten in place.
@@ -96,6 +96,34 @@ pub struct RateThrottle {
     rate: Option<AdaptiveRate>,
     /// Which limit made the latest refusal.
     refused_by: PaceLimit,
+}
+
+/// A clone has a log of its own with the original's capacity (`cap`
+/// slots), so that it never reallocates either (a derived `Clone` would
+/// copy only the grants recorded: the clone of a fresh throttle would
+/// allocate at its first grant).
+impl Clone for RateThrottle {
+    fn clone(&self) -> RateThrottle {
+        let mut slots = Vec::with_capacity(self.cap);
+        slots.extend_from_slice(&self.slots);
+        RateThrottle {
+            slots,
+            head: self.head,
+            len: self.len,
+            limit: self.limit,
+            cap: self.cap,
+            learning: self.learning,
+            window: self.window,
+            margin: self.margin,
+            hold: self.hold,
+            latest: self.latest,
+            cool_until: self.cool_until,
+            full: self.full,
+            adaptive: self.adaptive,
+            rate: self.rate.clone(),
+            refused_by: self.refused_by,
+        }
+    }
 }
 
 impl Default for RateThrottle {
@@ -656,6 +684,28 @@ mod tests {
         // 3 per 30 ms over 1000 ms: 100 full windows → 3 * 34 (last partial).
         assert_eq!(granted, 3 * 34);
         assert_eq!(t.slots.capacity(), 3, "no reallocation");
+    }
+
+    #[test]
+    fn clones_keep_the_log_capacity() {
+        let t0 = t0();
+        let fresh = throttle(3, 30);
+        let mut used = throttle(3, 30);
+        assert_eq!(used.acquire(t0), Ok(()));
+        for mut t in [fresh.clone(), used.clone()] {
+            assert_eq!(t.slots.capacity(), 3);
+            for i in 0..100u32 {
+                let _ = t.acquire(t0 + i * MS);
+            }
+            assert_eq!(t.slots.capacity(), 3, "no reallocation");
+        }
+        // The clone goes on from the original's state.
+        let mut a = used.clone();
+        for i in 0..100u32 {
+            assert_eq!(a.acquire(t0 + i * 7 * MS), used.acquire(t0 + i * 7 * MS));
+        }
+        let learning = RateThrottle::learning(1000).unwrap();
+        assert_eq!(learning.clone().slots.capacity(), 1000);
     }
 
     #[test]
