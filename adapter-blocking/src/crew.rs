@@ -27,11 +27,10 @@
 //! crew's pipe, written to when the future is done — so the call returns
 //! when a `block_on` would, not when the abandoned attempts end.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Wake, Waker};
 use std::thread::Scope;
@@ -47,10 +46,6 @@ thread_local! {
     /// The attempts started by the crew poll running on this thread
     /// (`None` outside one).
     static QUEUE: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
-    /// The crew whose member on this thread has just run an attempt and
-    /// will look at the crew next (0: none): that attempt's wake-up needs
-    /// to wake nobody.
-    static LOOKING: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Whether this thread is inside a crew's poll (an attempt started now may
@@ -92,12 +87,9 @@ impl Drop for Hide {
     }
 }
 
-static IDS: AtomicU64 = AtomicU64::new(1);
-
 /// What the crew's threads share besides the future: behind one lock, and
 /// the waker of the future (a `Wake` needs a `'static` owner).
 struct Shared {
-    id: u64,
     state: Mutex<State>,
     /// Idle members wait here.
     members: Condvar,
@@ -155,9 +147,10 @@ impl Wake for Shared {
     fn wake_by_ref(self: &Arc<Self>) {
         let mut state = self.lock();
         state.woken = true;
-        // The thread polling now polls again; a member that has just run
-        // the attempt being answered looks next itself.
-        if state.polling || state.done || LOOKING.with(Cell::get) == self.id {
+        // The thread polling now polls again. (A member that has just run
+        // an attempt of the future does not come here: it marks the future
+        // woken itself, under the lock it takes next.)
+        if state.polling || state.done {
             return;
         }
         if !self.call(&mut state) {
@@ -190,7 +183,6 @@ where
         return crate::block_on::block_on(future);
     };
     let shared = Arc::new(Shared {
-        id: IDS.fetch_add(1, Ordering::Relaxed),
         state: Mutex::new(State {
             woken: true,
             ..State::default()
@@ -271,8 +263,9 @@ where
                 // No member could be started: the attempts run here.
                 if let Some(job) = state.jobs.pop_front() {
                     drop(state);
-                    self.run_job(job);
+                    let ours = self.run_job(job);
                     state = self.shared.lock();
+                    state.woken |= ours;
                 }
                 continue;
             }
@@ -321,8 +314,9 @@ where
             }
             if let Some(job) = state.jobs.pop_front() {
                 drop(state);
-                self.run_job(job);
+                let ours = self.run_job(job);
                 state = self.shared.lock();
+                state.woken |= ours;
                 continue;
             }
             state.idle += 1;
@@ -412,15 +406,19 @@ where
         state
     }
 
-    /// Runs one attempt on this thread and wakes its task (this thread
-    /// looks at the crew next, so the wake-up wakes nobody).
-    fn run_job(&self, job: Job) {
-        LOOKING.with(|l| l.set(self.shared.id));
-        let waker = job();
-        if let Some(waker) = waker {
-            waker.wake();
+    /// Runs one attempt on this thread and wakes its task, unless that is
+    /// the crew's future: then `true`, and the caller marks it woken under
+    /// the lock it takes next (one lock fewer per attempt, and no other
+    /// thread told to poll what this one polls next).
+    fn run_job(&self, job: Job) -> bool {
+        match job() {
+            Some(waker) if waker.will_wake(&self.waker) => true,
+            Some(waker) => {
+                waker.wake();
+                false
+            }
+            None => false,
         }
-        LOOKING.with(|l| l.set(0));
     }
 }
 
@@ -475,7 +473,7 @@ struct Watch;
 mod tests {
     use super::*;
     use std::future::poll_fn;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     fn on_member() -> bool {
