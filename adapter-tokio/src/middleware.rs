@@ -8,9 +8,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use polite_client::{
     BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, ReadWhole, RedirectPolicy,
-    Transport, TransportError, request_info,
+    Transport, TransportError,
 };
-use polite_core::{RetryPolicy, TransportErrorKind};
+use polite_core::TransportErrorKind;
 use reqwest_middleware::{Middleware, Next};
 
 use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
@@ -324,7 +324,6 @@ where
             .or_else(|| parts.extensions.get::<CallOptions>())
             .cloned()
             .unwrap_or_default();
-        let policy = options.retry.unwrap_or(self.client.config().retry);
         let (template, first, request_extensions) = match buffered {
             Some(bytes) => {
                 // Kept for the attempts not sent from `proto`; polite's copy
@@ -340,18 +339,12 @@ where
                 (template, First::Once(stream), own)
             }
         };
-        let read_whole = if matches!(first, First::Once(_)) {
-            // Sent once: nothing is retried, nothing needs reading whole.
-            options.retry = Some(RetryPolicy {
-                max_total_retries: Some(0),
-                ..policy
-            });
-            None
-        } else if request_info(0, &template).is_replayable() {
-            Some(ReadWhole::of(&policy))
-        } else {
-            None
-        };
+        let read_whole = ReadWhole::for_call(
+            &mut options,
+            self.client.config().retry,
+            &template,
+            matches!(first, First::Once(_)),
+        );
         Ok(Prepared {
             uri_text: UriText::of(template.uri()),
             template,

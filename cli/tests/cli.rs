@@ -242,6 +242,18 @@ fn batch_keeps_input_order() {
     assert_eq!(items, ["6", "5", "4", "3", "2", "1"]);
 }
 
+/// Sends SIGINT (a Ctrl-C) to `child`; when it was sent.
+#[cfg(unix)]
+fn interrupt(child: &std::process::Child) -> Instant {
+    let sent = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    sent
+}
+
 #[cfg(unix)]
 #[test]
 fn ctrl_c_during_a_30s_backoff_exits_130_within_200ms() {
@@ -265,12 +277,7 @@ fn ctrl_c_during_a_30s_backoff_exits_130_within_200ms() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
-    let sent = Instant::now();
-    let ok = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let sent = interrupt(&child);
     let status = child.wait().unwrap();
     let took = sent.elapsed();
     assert_eq!(status.code(), Some(130));
@@ -307,12 +314,7 @@ fn ctrl_c_during_a_batch_of_hanging_attempts_exits_130_with_every_line() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(lab.in_flight(), 3, "three attempts hang");
-    let sent = Instant::now();
-    let ok = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let sent = interrupt(&child);
     let o = child.wait_with_output().unwrap();
     let took = sent.elapsed();
     assert_eq!(code(&o), 130, "{}", stderr(&o));

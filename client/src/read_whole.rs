@@ -1,8 +1,12 @@
 //! [`ReadWhole`]: which answers an attempt reads whole before handing them
 //! to polite (the ones polite may retry), in 64 bytes.
 
+use bytes::Bytes;
 use polite_core::RetryPolicy;
 use polite_core::policy::StatusSet;
+
+use crate::client::request_info;
+use crate::options::CallOptions;
 
 /// The statuses whose answers an attempt reads whole: those polite may
 /// retry (the two status sets of the call's [`RetryPolicy`], what
@@ -32,6 +36,55 @@ impl ReadWhole {
         ReadWhole {
             rate_limited: policy.rate_limited_statuses,
             server_error: policy.server_error_statuses,
+        }
+    }
+
+    /// What the attempts of a call through an integration read whole, and
+    /// its retry rules: a body sent once (`once`: it could not be
+    /// buffered) is never re-sent, so the call's `options` get
+    /// `max_total_retries: Some(0)` and nothing is read whole; a request
+    /// polite may not re-send (a `POST` without an `Idempotency-Key`) reads
+    /// nothing whole either; any other, the statuses its rules
+    /// (`options.retry`, else `default`) retry.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use polite_client::{CallOptions, ReadWhole};
+    /// use polite_core::RetryPolicy;
+    ///
+    /// let get = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// let mut options = CallOptions::default();
+    /// let read = ReadWhole::for_call(&mut options, RetryPolicy::default(), &get, false);
+    /// assert!(read.is_some_and(|r| r.wants(503)));
+    /// assert!(options.retry.is_none(), "the rules are the client's");
+    ///
+    /// let read = ReadWhole::for_call(&mut options, RetryPolicy::default(), &get, true);
+    /// assert!(read.is_none());
+    /// assert_eq!(options.retry.and_then(|r| r.max_total_retries), Some(0), "sent once");
+    ///
+    /// let post = http::Request::post("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// let mut options = CallOptions::default();
+    /// assert!(ReadWhole::for_call(&mut options, RetryPolicy::default(), &post, false).is_none());
+    /// ```
+    #[must_use]
+    pub fn for_call(
+        options: &mut CallOptions,
+        default: RetryPolicy,
+        request: &http::Request<Bytes>,
+        once: bool,
+    ) -> Option<ReadWhole> {
+        let policy = options.retry.unwrap_or(default);
+        if once {
+            // Sent once: nothing will be retried, so nothing is read whole.
+            options.retry = Some(RetryPolicy {
+                max_total_retries: Some(0),
+                ..policy
+            });
+            None
+        } else if request_info(0, request).is_replayable() {
+            Some(ReadWhole::of(&policy))
+        } else {
+            None
         }
     }
 

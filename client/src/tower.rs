@@ -101,11 +101,11 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use polite_core::{RetryPolicy, TransportErrorKind};
+use polite_core::TransportErrorKind;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::client::{Client, request_info};
+use crate::client::Client;
 use crate::config::Config;
 use crate::error::{BoxError, Error, TransportError, io_error_kind};
 use crate::options::CallOptions;
@@ -497,19 +497,8 @@ where
 {
     let template = http::Request::from_parts(parts, bytes);
     let mut options = CallOptions::of(&template);
-    let policy = options.retry.unwrap_or(layer.client.config().retry);
-    let read_whole = if once {
-        // Sent once: nothing will be retried, so nothing is read whole.
-        options.retry = Some(RetryPolicy {
-            max_total_retries: Some(0),
-            ..policy
-        });
-        None
-    } else if request_info(0, &template).is_replayable() {
-        Some(ReadWhole::of(&policy))
-    } else {
-        None
-    };
+    let read_whole =
+        ReadWhole::for_call(&mut options, layer.client.config().retry, &template, once);
     Prepared {
         extensions: template.extensions().clone(),
         template,
