@@ -73,7 +73,7 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///   the rest of the stack unchanged — still paced and inside the deadline,
 ///   never retried.
 /// * Only answers polite may retry (the statuses of the call's
-///   [`RetryPolicy`]) are read whole, up to [`max_body`](Self::max_body)
+///   [`RetryPolicy`](polite_core::RetryPolicy)) are read whole, up to [`max_body`](Self::max_body)
 ///   (16 MiB by default; a larger one ends the call with a permanent
 ///   `BodyTooLarge`). Every other answer — a success above all — is handed
 ///   back as reqwest gave it, its body unread: downloads stream as before.

@@ -11,7 +11,7 @@
 //!
 //! | | `tower::retry` | `PoliteLayer` |
 //! |---|---|---|
-//! | which failures are retried | your `Policy::retry` | 429, 500/502/503/504 and transport errors by class, each class its own budget ([`RetryPolicy`]) |
+//! | which failures are retried | your `Policy::retry` | 429, 500/502/503/504 and transport errors by class, each class its own budget ([`RetryPolicy`](polite_core::RetryPolicy)) |
 //! | request replay | your `Policy::clone_request` | the body is buffered up to [`replay_limit`](PoliteLayer::replay_limit); a replayable method or an `Idempotency-Key` decides (SPEC §2) |
 //! | delay before a retry | your `Policy::retry` future | backoff with jitter, and the server's `Retry-After` (never shorter) |
 //! | budget across requests | `TpsBudget` | the shared per-origin pace: a cool-down on a 429 for every call to that origin, the adaptive rate, an optional throttle |
@@ -276,7 +276,7 @@ impl<S, R, T> Layer<S> for PoliteLayer<R, T> {
 ///   [`CallOptions`] among them) reach every attempt.
 /// * **Response**: `http::Response<PoliteBody<RB>>` — the inner service's
 ///   answer. Answers polite may retry (the statuses of the call's
-///   [`RetryPolicy`]) are read whole (up to the layer's
+///   [`RetryPolicy`](polite_core::RetryPolicy)) are read whole (up to the layer's
 ///   [`max_body`](PoliteLayer::max_body)); every other answer, a success
 ///   above all, is passed through with its body unread (a download streams
 ///   as it would without polite).
