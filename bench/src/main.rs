@@ -89,6 +89,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        // Hidden helper of the tls suite (run under callgrind).
+        Some("tls-calls") => {
+            let (Some(variant), Some(n)) = (args.get(1), arg::<usize>(&args, 2)) else {
+                return usage();
+            };
+            let ok = tls::calls(variant, n);
+            if ok == n {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("{ok} of {n} calls answered 200");
+                ExitCode::FAILURE
+            }
+        }
         // Hidden helpers of the scale suite (separate processes).
         Some("serve-lab") => {
             let (Some(n), Some(job), Some(wait)) = (

@@ -316,6 +316,60 @@ fn connections(size: Size) -> Table {
     table
 }
 
+/// The hidden `tls-calls <variant> <n>` command (run under callgrind, as
+/// `calls` is): `n` sequential HTTPS GETs of `/items/a` against a TLS lab
+/// in this process through `peer` (the hand-written client),
+/// `transport` (the bare `Http1Transport::send`) or `send` (polite's
+/// `send`); how many answered 200.
+///
+/// # Panics
+///
+/// On an unknown variant, or when a client cannot be built.
+#[must_use]
+pub fn calls(variant: &str, n: usize) -> usize {
+    let (lab, config) = tls_lab();
+    let url = lab.url("/items/a");
+    smol::block_on(async {
+        let mut ok = 0;
+        match variant {
+            "peer" => {
+                let Some(mut raw) = Raw::connect(&lab, config).await else {
+                    panic!("the peer cannot connect to the TLS lab");
+                };
+                for _ in 0..n {
+                    ok += usize::from(raw.get("/items/a").await == Some(200));
+                }
+            }
+            "transport" => {
+                let transport = Http1Transport::with_tls(config);
+                for _ in 0..n {
+                    let answer = transport.send(get(&url), Instant::now() + TIMEOUT).await;
+                    ok += usize::from(answer.is_ok_and(|r| r.status() == 200));
+                }
+            }
+            "send" => {
+                let polite = match Client::with_transport(
+                    Http1Transport::with_tls(config),
+                    Config::default(),
+                ) {
+                    Ok(c) => c,
+                    Err(e) => panic!("client: {e}"),
+                };
+                for _ in 0..n {
+                    ok += usize::from(
+                        polite
+                            .send(get(&url))
+                            .await
+                            .is_ok_and(|r| r.status() == 200),
+                    );
+                }
+            }
+            other => panic!("unknown variant {other} (peer, transport, send)"),
+        }
+        ok
+    })
+}
+
 /// Both tables.
 #[must_use]
 pub fn run(size: Size) -> Vec<Table> {
