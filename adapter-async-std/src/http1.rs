@@ -594,16 +594,22 @@ fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>)
             .map_err(invalid)?;
     }
 
-    let mut wire = Vec::with_capacity(512 + body.len());
-    let mut scratch = vec![0u8; CHUNK];
+    // Framed straight into `wire`: each write gets initialised room at its
+    // tail (zeroed as it is taken, so never more than a write can fill;
+    // a 16 KiB scratch buffer zeroed per request was a third of the
+    // transport's instructions on a small HTTPS GET).
+    let mut wire = Vec::with_capacity(HEAD_ROOM + body.len());
     let mut call = call.proceed();
+    let mut room = HEAD_ROOM;
     while !call.can_proceed() {
-        let n = call.write(&mut scratch).map_err(invalid)?;
-        if n == 0 {
-            // A header line longer than the buffer: never sent.
-            return Err(unsendable());
+        match write_into(&mut wire, room, |out| call.write(out)) {
+            Ok(0) => return Err(unsendable()),
+            Ok(_) => {}
+            // Not even the next line fits: more room, up to CHUNK (a line
+            // longer than that is never sent).
+            Err(ureq_proto::Error::OutputOverflow) if room < CHUNK => room *= 2,
+            Err(e) => return Err(invalid(e)),
         }
-        wire.extend_from_slice(&scratch[..n]);
     }
     let mut call = match call.proceed().map_err(invalid)? {
         Some(SendRequestResult::RecvResponse(call)) => return Ok((wire, call)),
@@ -618,9 +624,17 @@ fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>)
     };
     let mut rest: &[u8] = &body;
     while !call.can_proceed() {
-        let take = rest.len().min(call.calculate_max_input(scratch.len()));
-        let (used, n) = call.write(&rest[..take], &mut scratch).map_err(invalid)?;
-        wire.extend_from_slice(&scratch[..n]);
+        // Room for the rest and its framing (a chunk's size line and end),
+        // at most CHUNK a write.
+        let room = rest.len().saturating_add(64).min(CHUNK);
+        let take = rest.len().min(call.calculate_max_input(room));
+        let mut used = 0;
+        let n = write_into(&mut wire, room, |out| {
+            let (u, n) = call.write(&rest[..take], out)?;
+            used = u;
+            Ok(n)
+        })
+        .map_err(invalid)?;
         if rest.is_empty() && n == 0 && !call.can_proceed() {
             // The framing asks for more body than there is.
             return Err(unsendable());
@@ -633,6 +647,25 @@ fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>)
     }
     let call = call.proceed().ok_or_else(unsendable)?;
     Ok((wire, call))
+}
+
+/// The room a request head is framed in at first (doubled, up to
+/// [`CHUNK`], while a header line does not fit).
+const HEAD_ROOM: usize = 512;
+
+/// Runs `write` on `room` initialised bytes at the end of `wire` and keeps
+/// what it wrote: how many bytes (nothing on an error).
+fn write_into(
+    wire: &mut Vec<u8>,
+    room: usize,
+    write: impl FnOnce(&mut [u8]) -> Result<usize, ureq_proto::Error>,
+) -> Result<usize, ureq_proto::Error> {
+    let at = wire.len();
+    wire.resize(at + room, 0);
+    let written = write(&mut wire[at..]);
+    let n = written.as_ref().map_or(0, |&n| n.min(room));
+    wire.truncate(at + n);
+    written.map(|_| n)
 }
 
 /// Bytes read from the connection and not yet used: the window
@@ -897,6 +930,41 @@ mod tests {
             .unwrap();
         let (bytes, _) = encode(post).unwrap();
         assert!(bytes.ends_with(&big));
+    }
+
+    #[test]
+    fn heads_longer_than_the_first_room_go_out_whole_up_to_a_line_of_chunk() {
+        // A long request line, then 40 headers of about 100 bytes, then
+        // one of 10 KiB: each outgrows the room the head starts with.
+        let path = format!("/{}", "p".repeat(3 * HEAD_ROOM));
+        let mut get = http::Request::get(format!("http://h.test{path}"));
+        let mut expected = Vec::new();
+        for i in 0..40 {
+            let value = format!("{i:03}-{}", "v".repeat(96));
+            expected.push(format!("x-h{i}: {value}\r\n"));
+            get = get.header(format!("x-h{i}"), value);
+        }
+        let cookie = "c".repeat(10 << 10);
+        expected.push(format!("cookie: {cookie}\r\n"));
+        let text = wire(get.header("cookie", cookie).body(Bytes::new()).unwrap());
+        assert!(text.starts_with(&format!("GET {path} HTTP/1.1\r\n")));
+        assert!(text.ends_with("\r\n\r\n"));
+        let mut at = 0;
+        for line in &expected {
+            let found = text[at..].find(line.as_str()).map(|i| at + i);
+            assert!(found.is_some(), "{line:.20} missing or out of order");
+            at = found.unwrap_or(at) + line.len();
+        }
+
+        // One line longer than CHUNK is never sent, as before.
+        let huge = http::Request::get("http://h.test/")
+            .header("cookie", "c".repeat(CHUNK + 1))
+            .body(Bytes::new())
+            .unwrap();
+        assert_eq!(
+            encode(huge).err().map(|e| e.kind()),
+            Some(TransportErrorKind::InvalidRequest)
+        );
     }
 
     #[test]

@@ -118,22 +118,48 @@ struct Idle {
 /// across an `.await`, and connections are closed after it is released.
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
-    idle: Mutex<HashMap<Origin, Vec<Idle>>>,
+    idle: Mutex<Idles>,
+}
+
+/// The pool's lists, and a bound for when the next may expire.
+#[derive(Debug, Default)]
+struct Idles {
+    /// Idle connections per origin, oldest first (a list may be empty
+    /// until the next walk over them all).
+    map: HashMap<Origin, Vec<Idle>>,
+    /// No connection in `map` was put back before this (`None`: none is
+    /// there). Only lowered while connections come and go; set to the
+    /// oldest's instant by each walk. A touch walks every list only once
+    /// the oldest may have expired, not on every request: with idle
+    /// connections to many origins (a batch over many hosts) a walk per
+    /// request cost a visit to each of them.
+    oldest: Option<Instant>,
 }
 
 impl Pool {
-    fn lock(&self) -> MutexGuard<'_, HashMap<Origin, Vec<Idle>>> {
+    fn lock(&self) -> MutexGuard<'_, Idles> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Drops (into the returned list) every connection idle for `timeout`
     /// or longer, and forgets origins left without any.
-    fn expire(map: &mut HashMap<Origin, Vec<Idle>>, now: Instant, timeout: Duration) -> Vec<Idle> {
+    fn expire(idles: &mut Idles, now: Instant, timeout: Duration) -> Vec<Idle> {
         let mut expired = Vec::new();
-        for list in map.values_mut() {
-            expired.extend(list.extract_if(.., |i| now.duration_since(i.since) >= timeout));
+        if idles
+            .oldest
+            .is_none_or(|oldest| now.saturating_duration_since(oldest) < timeout)
+        {
+            return expired;
         }
-        map.retain(|_, list| !list.is_empty());
+        let mut oldest: Option<Instant> = None;
+        for list in idles.map.values_mut() {
+            expired.extend(list.extract_if(.., |i| now.duration_since(i.since) >= timeout));
+            if let Some(first) = list.iter().map(|i| i.since).min() {
+                oldest = Some(oldest.map_or(first, |o| o.min(first)));
+            }
+        }
+        idles.map.retain(|_, list| !list.is_empty());
+        idles.oldest = oldest;
         expired
     }
 
@@ -147,12 +173,10 @@ impl Pool {
     ) -> Option<(Conn, Vec<u8>)> {
         loop {
             let (idle, expired) = {
-                let mut map = self.lock();
-                let expired = Pool::expire(&mut map, now, timeout);
-                let idle = map.get_mut(origin).and_then(Vec::pop);
-                if map.get(origin).is_some_and(Vec::is_empty) {
-                    map.remove(origin);
-                }
+                let mut idles = self.lock();
+                let expired = Pool::expire(&mut idles, now, timeout);
+                // One lookup: a list left empty stays until the next walk.
+                let idle = idles.map.get_mut(origin).and_then(Vec::pop);
                 (idle, expired)
             };
             drop(expired);
@@ -180,14 +204,21 @@ impl Pool {
             return; // pooling is off: `conn` is closed here
         }
         let dropped = {
-            let mut map = self.lock();
-            let mut dropped = Pool::expire(&mut map, now, timeout);
-            let list = map.entry(origin).or_default();
-            list.push(Idle {
+            let mut idles = self.lock();
+            let mut dropped = Pool::expire(&mut idles, now, timeout);
+            idles.oldest = Some(idles.oldest.map_or(now, |o| o.min(now)));
+            let idle = Idle {
                 conn,
                 buf,
                 since: now,
-            });
+            };
+            // One lookup when the origin has a list already (the owned key
+            // is only hashed again for an origin new to the pool).
+            let list = match idles.map.get_mut(&origin) {
+                Some(list) => list,
+                None => idles.map.entry(origin).or_default(),
+            };
+            list.push(idle);
             let excess = list.len().saturating_sub(max_idle);
             dropped.extend(list.drain(..excess));
             dropped
@@ -198,9 +229,15 @@ impl Pool {
     /// Idle connections not yet expired at `now`, over every origin.
     pub(crate) fn idle(&self, now: Instant, timeout: Duration) -> usize {
         let (count, expired) = {
-            let mut map = self.lock();
-            let expired = Pool::expire(&mut map, now, timeout);
-            (map.values().map(Vec::len).sum(), expired)
+            let mut idles = self.lock();
+            let expired = Pool::expire(&mut idles, now, timeout);
+            let count = idles
+                .map
+                .values()
+                .flatten()
+                .filter(|i| now.duration_since(i.since) < timeout)
+                .count();
+            (count, expired)
         };
         drop(expired);
         count
@@ -238,7 +275,37 @@ mod tests {
         assert_eq!(pool.idle(t0 + timeout, timeout), 0, "expired at 30 s");
         pool.put(origin(1), conn(&listener), Vec::new(), t0, timeout, 8);
         assert!(pool.take(&origin(1), t0 + timeout, timeout).is_none());
-        assert!(pool.lock().is_empty(), "the origin is forgotten");
+        assert!(pool.lock().map.is_empty(), "the origin is forgotten");
+    }
+
+    #[test]
+    fn each_connection_expires_at_its_own_time_whichever_origin_is_touched() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let pool = Pool::default();
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(30);
+        let at = |s| t0 + Duration::from_secs(s);
+        pool.put(origin(1), conn(&listener), Vec::new(), at(0), timeout, 8);
+        pool.put(origin(2), conn(&listener), Vec::new(), at(20), timeout, 8);
+        pool.put(origin(3), conn(&listener), Vec::new(), at(25), timeout, 8);
+        // Touches before the first expiry walk nothing and drop nothing.
+        assert!(pool.take(&origin(3), at(29), timeout).is_some());
+        assert_eq!(pool.idle(at(29), timeout), 2);
+        // At 30 s origin 1's connection is gone, whatever is asked for.
+        assert!(pool.take(&origin(1), at(30), timeout).is_none());
+        assert_eq!(pool.idle(at(30), timeout), 1);
+        // Origin 2's goes at 50 s, not before, though an older one went.
+        assert_eq!(pool.idle(at(49), timeout), 1);
+        pool.put(origin(3), conn(&listener), Vec::new(), at(49), timeout, 8);
+        assert!(pool.take(&origin(2), at(50), timeout).is_none());
+        assert!(pool.take(&origin(3), at(50), timeout).is_some());
+        assert_eq!(pool.idle(at(50), timeout), 0);
+        assert_eq!(pool.lock().map.len(), 1, "origin 3's list, left empty");
+        assert_eq!(pool.idle(at(79), timeout), 0);
+        assert!(
+            pool.lock().map.is_empty(),
+            "forgotten once its oldest expired"
+        );
     }
 
     #[test]
