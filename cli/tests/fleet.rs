@@ -49,7 +49,38 @@ fn ok_lines(o: &Output) -> usize {
 struct Run {
     refused: usize,
     took: Duration,
+    /// Every process's stderr, one after the other.
     stderr: String,
+    /// Each process's stderr.
+    stderrs: Vec<String>,
+}
+
+impl Run {
+    /// Each process told of an outage once and of the recovery once, in
+    /// turn (never twice in a row, never a recovery first), and at most
+    /// `outages` outages (SPEC §4.3's notices: one per change, not one
+    /// per failed step). A process may see more outages than the fault
+    /// done to Redis: on a loaded machine a step slower than the fleet's
+    /// timeout is one too ("does not answer in time"), and is told as one.
+    fn notices_alternate(&self, outages: usize) {
+        for err in &self.stderrs {
+            let mut down = 0;
+            let mut last = None;
+            for line in err.lines() {
+                let now = if line.contains("does not answer") {
+                    down += 1;
+                    "down"
+                } else if line.contains("answers again") {
+                    "up"
+                } else {
+                    continue;
+                };
+                assert_ne!(last.unwrap_or("up"), now, "told twice: {err}");
+                last = Some(now);
+            }
+            assert!(down <= outages, "{down} outages told: {err}");
+        }
+    }
 }
 
 /// Runs the 8 processes at once against a fresh lab made by `lab`, each
@@ -100,19 +131,20 @@ fn fleet_with(
             .collect()
     });
     let took = started.elapsed();
-    let mut stderr = String::new();
+    let mut stderrs = Vec::new();
     for o in &outputs {
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(0), "{err}");
         assert_eq!(ok_lines(o), ITEMS, "{err}");
-        stderr.push_str(&err);
+        stderrs.push(err);
     }
     let log = lab.log();
     assert_eq!(log.count_status(200), PROCESSES * ITEMS, "each item once");
     Run {
         refused: log.count_429(),
         took,
-        stderr,
+        stderr: stderrs.concat(),
+        stderrs,
     }
 }
 
@@ -224,12 +256,10 @@ fn eight_processes_ride_out_a_redis_restarted_empty() {
     let Some(run) = failover("restarted", |redis, _| redis.restart()) else {
         return;
     };
-    // Each process says so at most once.
-    assert!(
-        run.stderr.matches("does not answer").count() <= PROCESSES,
-        "{}",
-        run.stderr
-    );
+    // Each process says so once per outage: once for the restart, and
+    // (seen once under heavy load) once more for a step that outlasted
+    // the fleet's timeout before it.
+    run.notices_alternate(2);
     // At most one burst (SPEC §4.3: the fleet's quota for one window),
     // the bound of the bare-429 run above. The seeding that keeps it lower
     // (0 in 6 quiet runs; 10-14 before it) is checked exactly by
@@ -256,11 +286,7 @@ fn eight_processes_ride_out_a_redis_paused() {
     }) else {
         return;
     };
-    assert!(
-        run.stderr.matches("does not answer").count() <= PROCESSES,
-        "{}",
-        run.stderr
-    );
+    run.notices_alternate(2);
     // At most one burst, as above (measured 0-5 on a quiet machine; a
     // process that had more than its share just before the pause does not
     // lend it to the others).
