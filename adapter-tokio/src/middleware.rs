@@ -191,13 +191,50 @@ where
     }
 }
 
+/// The boxed future of [`Middleware::handle`].
+type Handled<'a> = std::pin::Pin<
+    Box<dyn Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>,
+>;
+
+// `async_trait`'s signature written out: the call's future is written into
+// a box allocated first (`Box::pin` of an `async` block, as `async_trait`
+// makes it, builds the future on the stack and copies it into the box).
 #[async_trait::async_trait]
 impl<T> Middleware for PoliteMiddleware<T>
 where
     T: Transport + Send + Sync + 'static,
     T::Sending: Unpin,
 {
-    async fn handle(
+    fn handle<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        req: reqwest::Request,
+        extensions: &'life1 mut http::Extensions,
+        next: Next<'life2>,
+    ) -> Handled<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        in_box(|| self.call(req, extensions, next))
+    }
+}
+
+/// The future `make` gives, written into a box allocated before it is
+/// made (`Box::pin(make())` makes it on the stack and copies it).
+#[inline(always)]
+fn in_box<F>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
+}
+
+impl<T> PoliteMiddleware<T>
+where
+    T: Transport + Send + Sync + 'static,
+    T::Sending: Unpin,
+{
+    /// One call through the middleware ([`Middleware::handle`]).
+    async fn call(
         &self,
         req: reqwest::Request,
         extensions: &mut http::Extensions,

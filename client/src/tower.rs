@@ -384,9 +384,18 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> ResponseFuture<RB> {
         // `respond`'s own future, boxed as it is (an `async` block around
-        // it would hold the layer, the service and the request twice).
-        Box::pin(respond(self.layer.clone(), self.inner.clone(), request))
+        // it would hold the layer, the service and the request twice), and
+        // written into a box allocated first: `Box::pin(respond(..))`
+        // builds the future on the stack and copies it into the box.
+        in_box(|| respond(self.layer.clone(), self.inner.clone(), request))
     }
+}
+
+/// The future `make` gives, written into a box allocated before it is
+/// made (`Box::pin(make())` makes it on the stack and copies it).
+#[inline(always)]
+fn in_box<F>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 /// One call: buffer the body (or keep it to send once), run it through the
