@@ -378,7 +378,7 @@ where
         };
         let read_whole = ReadWhole::for_call(
             &mut options,
-            self.client.config().retry,
+            &self.client.config().retry,
             &template,
             matches!(first, First::Once(_)),
         );

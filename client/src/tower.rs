@@ -507,7 +507,7 @@ where
     let template = http::Request::from_parts(parts, bytes);
     let mut options = CallOptions::of(&template);
     let read_whole =
-        ReadWhole::for_call(&mut options, layer.client.config().retry, &template, once);
+        ReadWhole::for_call(&mut options, &layer.client.config().retry, &template, once);
     Prepared {
         extensions: template.extensions().clone(),
         template,
