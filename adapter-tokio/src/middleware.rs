@@ -266,9 +266,13 @@ where
         };
         // The options go to the call as they are, not through the
         // request's extensions (a map allocated only to be read back).
+        let options = match options.as_deref() {
+            Some(options) => options,
+            None => no_options(),
+        };
         let ended = self
             .client
-            .send_via_with(&transport, template, &options)
+            .send_via_with(&transport, template, options)
             .await;
         drop(transport);
         *extensions = shared.into_inner();
@@ -306,7 +310,10 @@ struct Prepared {
     template: http::Request<Bytes>,
     /// Where the text of the template's URI lies.
     uri_text: UriText,
-    options: CallOptions,
+    /// The call's options, when it has any of its own or its body is sent
+    /// once (else [`no_options`]), boxed: a `CallOptions` is 312 bytes,
+    /// moved with the call's future on every call for nothing.
+    options: Option<Box<CallOptions>>,
     first: First,
     request_extensions: http::Extensions,
     read_whole: Option<ReadWhole>,
@@ -356,11 +363,12 @@ where
                 }
                 proto
             });
-        let mut options = extensions
+        let given = extensions
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
-            .cloned()
-            .unwrap_or_default();
+            .cloned();
+        let own_options = given.is_some();
+        let mut options = given.unwrap_or_default();
         let (template, first, request_extensions) = match buffered {
             Some(bytes) => {
                 // Kept for the attempts not sent from `proto`; polite's copy
@@ -376,12 +384,10 @@ where
                 (template, First::Once(stream), own)
             }
         };
-        let read_whole = ReadWhole::for_call(
-            &mut options,
-            &self.client.config().retry,
-            &template,
-            matches!(first, First::Once(_)),
-        );
+        let once = matches!(first, First::Once(_));
+        let read_whole =
+            ReadWhole::for_call(&mut options, &self.client.config().retry, &template, once);
+        let options = (own_options || once).then(|| Box::new(options));
         Ok(Prepared {
             uri_text: UriText::of(template.uri()),
             template,
@@ -391,6 +397,12 @@ where
             read_whole,
         })
     }
+}
+
+/// The options of a call that has none of its own.
+fn no_options() -> &'static CallOptions {
+    static NONE: std::sync::OnceLock<CallOptions> = std::sync::OnceLock::new();
+    NONE.get_or_init(CallOptions::default)
 }
 
 /// The request a call's first attempt goes out as, when it is not built

@@ -455,10 +455,11 @@ where
         read_whole,
         runtime: std::marker::PhantomData,
     };
-    // The options as read above, not looked up in the extensions again.
+    // The options of a body sent once as changed above; any other call's
+    // are the request's, which `send_with` reads from its extensions.
     let ended = layer
         .client
-        .send_with(&via, template, Some(&options), NeverCancel)
+        .send_with(&via, template, options.as_deref(), NeverCancel)
         .await;
     let (response, outcome) = match ended {
         Ok(response) => (response, None),
@@ -485,7 +486,10 @@ where
 struct Prepared {
     /// polite's copy of the request.
     template: http::Request<Bytes>,
-    options: CallOptions,
+    /// The call's options when they are not the request's own (a body sent
+    /// once is never retried), boxed: a `CallOptions` is 312 bytes, moved
+    /// with the call's future on every call for nothing.
+    options: Option<Box<CallOptions>>,
     /// The request's extensions, given to every attempt.
     extensions: http::Extensions,
     read_whole: Option<ReadWhole>,
@@ -508,6 +512,7 @@ where
     let mut options = CallOptions::of(&template);
     let read_whole =
         ReadWhole::for_call(&mut options, &layer.client.config().retry, &template, once);
+    let options = once.then(|| Box::new(options));
     Prepared {
         extensions: template.extensions().clone(),
         template,
