@@ -191,13 +191,50 @@ where
     }
 }
 
+/// The boxed future of [`Middleware::handle`].
+type Handled<'a> = std::pin::Pin<
+    Box<dyn Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'a>,
+>;
+
+// `async_trait`'s signature written out: the call's future is written into
+// a box allocated first (`Box::pin` of an `async` block, as `async_trait`
+// makes it, builds the future on the stack and copies it into the box).
 #[async_trait::async_trait]
 impl<T> Middleware for PoliteMiddleware<T>
 where
     T: Transport + Send + Sync + 'static,
     T::Sending: Unpin,
 {
-    async fn handle(
+    fn handle<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        req: reqwest::Request,
+        extensions: &'life1 mut http::Extensions,
+        next: Next<'life2>,
+    ) -> Handled<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        in_box(|| self.call(req, extensions, next))
+    }
+}
+
+/// The future `make` gives, written into a box allocated before it is
+/// made (`Box::pin(make())` makes it on the stack and copies it).
+#[inline(always)]
+fn in_box<F>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
+}
+
+impl<T> PoliteMiddleware<T>
+where
+    T: Transport + Send + Sync + 'static,
+    T::Sending: Unpin,
+{
+    /// One call through the middleware ([`Middleware::handle`]).
+    async fn call(
         &self,
         req: reqwest::Request,
         extensions: &mut http::Extensions,
@@ -229,9 +266,13 @@ where
         };
         // The options go to the call as they are, not through the
         // request's extensions (a map allocated only to be read back).
+        let options = match options.as_deref() {
+            Some(options) => options,
+            None => no_options(),
+        };
         let ended = self
             .client
-            .send_via_with(&transport, template, &options)
+            .send_via_with(&transport, template, options)
             .await;
         drop(transport);
         *extensions = shared.into_inner();
@@ -269,7 +310,10 @@ struct Prepared {
     template: http::Request<Bytes>,
     /// Where the text of the template's URI lies.
     uri_text: UriText,
-    options: CallOptions,
+    /// The call's options, when it has any of its own or its body is sent
+    /// once (else [`no_options`]), boxed: a `CallOptions` is 312 bytes,
+    /// moved with the call's future on every call for nothing.
+    options: Option<Box<CallOptions>>,
     first: First,
     request_extensions: http::Extensions,
     read_whole: Option<ReadWhole>,
@@ -319,11 +363,12 @@ where
                 }
                 proto
             });
-        let mut options = extensions
+        let given = extensions
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
-            .cloned()
-            .unwrap_or_default();
+            .cloned();
+        let own_options = given.is_some();
+        let mut options = given.unwrap_or_default();
         let (template, first, request_extensions) = match buffered {
             Some(bytes) => {
                 // Kept for the attempts not sent from `proto`; polite's copy
@@ -339,12 +384,10 @@ where
                 (template, First::Once(stream), own)
             }
         };
-        let read_whole = ReadWhole::for_call(
-            &mut options,
-            self.client.config().retry,
-            &template,
-            matches!(first, First::Once(_)),
-        );
+        let once = matches!(first, First::Once(_));
+        let read_whole =
+            ReadWhole::for_call(&mut options, &self.client.config().retry, &template, once);
+        let options = (own_options || once).then(|| Box::new(options));
         Ok(Prepared {
             uri_text: UriText::of(template.uri()),
             template,
@@ -354,6 +397,12 @@ where
             read_whole,
         })
     }
+}
+
+/// The options of a call that has none of its own.
+fn no_options() -> &'static CallOptions {
+    static NONE: std::sync::OnceLock<CallOptions> = std::sync::OnceLock::new();
+    NONE.get_or_init(CallOptions::default)
 }
 
 /// The request a call's first attempt goes out as, when it is not built

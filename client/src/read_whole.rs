@@ -45,7 +45,9 @@ impl ReadWhole {
     /// `max_total_retries: Some(0)` and nothing is read whole; a request
     /// polite may not re-send (a `POST` without an `Idempotency-Key`) reads
     /// nothing whole either; any other, the statuses its rules
-    /// (`options.retry`, else `default`) retry.
+    /// (`options.retry`, else `default`) retry. The rules are read where
+    /// they are, not copied (a `RetryPolicy` is a few hundred bytes), but
+    /// for a body sent once.
     ///
     /// ```
     /// use bytes::Bytes;
@@ -54,35 +56,35 @@ impl ReadWhole {
     ///
     /// let get = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
     /// let mut options = CallOptions::default();
-    /// let read = ReadWhole::for_call(&mut options, RetryPolicy::default(), &get, false);
+    /// let read = ReadWhole::for_call(&mut options, &RetryPolicy::default(), &get, false);
     /// assert!(read.is_some_and(|r| r.wants(503)));
     /// assert!(options.retry.is_none(), "the rules are the client's");
     ///
-    /// let read = ReadWhole::for_call(&mut options, RetryPolicy::default(), &get, true);
+    /// let read = ReadWhole::for_call(&mut options, &RetryPolicy::default(), &get, true);
     /// assert!(read.is_none());
     /// assert_eq!(options.retry.and_then(|r| r.max_total_retries), Some(0), "sent once");
     ///
     /// let post = http::Request::post("http://127.0.0.1/").body(Bytes::new()).unwrap();
     /// let mut options = CallOptions::default();
-    /// assert!(ReadWhole::for_call(&mut options, RetryPolicy::default(), &post, false).is_none());
+    /// assert!(ReadWhole::for_call(&mut options, &RetryPolicy::default(), &post, false).is_none());
     /// ```
     #[must_use]
     pub fn for_call(
         options: &mut CallOptions,
-        default: RetryPolicy,
+        default: &RetryPolicy,
         request: &http::Request<Bytes>,
         once: bool,
     ) -> Option<ReadWhole> {
-        let policy = options.retry.unwrap_or(default);
         if once {
             // Sent once: nothing will be retried, so nothing is read whole.
+            let policy = *options.retry.as_ref().unwrap_or(default);
             options.retry = Some(RetryPolicy {
                 max_total_retries: Some(0),
                 ..policy
             });
             None
         } else if request_info(0, request).is_replayable() {
-            Some(ReadWhole::of(&policy))
+            Some(ReadWhole::of(options.retry.as_ref().unwrap_or(default)))
         } else {
             None
         }

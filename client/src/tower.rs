@@ -384,9 +384,18 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> ResponseFuture<RB> {
         // `respond`'s own future, boxed as it is (an `async` block around
-        // it would hold the layer, the service and the request twice).
-        Box::pin(respond(self.layer.clone(), self.inner.clone(), request))
+        // it would hold the layer, the service and the request twice), and
+        // written into a box allocated first: `Box::pin(respond(..))`
+        // builds the future on the stack and copies it into the box.
+        in_box(|| respond(self.layer.clone(), self.inner.clone(), request))
     }
+}
+
+/// The future `make` gives, written into a box allocated before it is
+/// made (`Box::pin(make())` makes it on the stack and copies it).
+#[inline(always)]
+fn in_box<F>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 /// One call: buffer the body (or keep it to send once), run it through the
@@ -446,10 +455,11 @@ where
         read_whole,
         runtime: std::marker::PhantomData,
     };
-    // The options as read above, not looked up in the extensions again.
+    // The options of a body sent once as changed above; any other call's
+    // are the request's, which `send_with` reads from its extensions.
     let ended = layer
         .client
-        .send_with(&via, template, Some(&options), NeverCancel)
+        .send_with(&via, template, options.as_deref(), NeverCancel)
         .await;
     let (response, outcome) = match ended {
         Ok(response) => (response, None),
@@ -476,7 +486,10 @@ where
 struct Prepared {
     /// polite's copy of the request.
     template: http::Request<Bytes>,
-    options: CallOptions,
+    /// The call's options when they are not the request's own (a body sent
+    /// once is never retried), boxed: a `CallOptions` is 312 bytes, moved
+    /// with the call's future on every call for nothing.
+    options: Option<Box<CallOptions>>,
     /// The request's extensions, given to every attempt.
     extensions: http::Extensions,
     read_whole: Option<ReadWhole>,
@@ -498,7 +511,8 @@ where
     let template = http::Request::from_parts(parts, bytes);
     let mut options = CallOptions::of(&template);
     let read_whole =
-        ReadWhole::for_call(&mut options, layer.client.config().retry, &template, once);
+        ReadWhole::for_call(&mut options, &layer.client.config().retry, &template, once);
+    let options = once.then(|| Box::new(options));
     Prepared {
         extensions: template.extensions().clone(),
         template,
@@ -551,11 +565,11 @@ where
         }
     };
     Err(PoliteBody {
-        inner: Inner::Stream {
+        inner: Inner::Other(Other::Stream(Box::new(Streamed {
             read,
             failed,
             rest: Some(rest),
-        },
+        }))),
     })
 }
 
@@ -796,13 +810,27 @@ pub struct PoliteBody<B> {
     inner: Inner<B>,
 }
 
+/// As small as a `Full<Bytes>` (32 bytes: a request's body is moved with
+/// it through the inner service, hyper-util's client moves it several
+/// times per request).
 enum Inner<B> {
-    Full(Option<Bytes>),
-    Stream {
-        read: VecDeque<Frame<Bytes>>,
-        failed: Option<BoxError>,
-        rest: Option<Pin<Box<B>>>,
-    },
+    /// Bytes held whole, until they are read (then empty).
+    Full(Bytes),
+    Other(Other<B>),
+}
+
+enum Other<B> {
+    /// A body passed through as it is (an answer polite did not read).
+    Passed(Pin<Box<B>>),
+    /// A request body over the replay limit: what was read of it, then the
+    /// rest.
+    Stream(Box<Streamed<B>>),
+}
+
+struct Streamed<B> {
+    read: VecDeque<Frame<Bytes>>,
+    failed: Option<BoxError>,
+    rest: Option<Pin<Box<B>>>,
 }
 
 impl<B> PoliteBody<B> {
@@ -816,7 +844,7 @@ impl<B> PoliteBody<B> {
     #[must_use]
     pub fn full(bytes: Bytes) -> Self {
         PoliteBody {
-            inner: Inner::Full(Some(bytes).filter(|b| !b.is_empty())),
+            inner: Inner::Full(bytes),
         }
     }
 
@@ -830,11 +858,7 @@ impl<B> PoliteBody<B> {
     #[must_use]
     pub fn stream(body: B) -> Self {
         PoliteBody {
-            inner: Inner::Stream {
-                read: VecDeque::new(),
-                failed: None,
-                rest: Some(Box::pin(body)),
-            },
+            inner: Inner::Other(Other::Passed(Box::pin(body))),
         }
     }
 }
@@ -844,12 +868,17 @@ impl<B> std::fmt::Debug for PoliteBody<B> {
         match &self.inner {
             Inner::Full(bytes) => f
                 .debug_struct("PoliteBody::Full")
-                .field("len", &bytes.as_ref().map_or(0, Bytes::len))
+                .field("len", &bytes.len())
                 .finish(),
-            Inner::Stream { read, rest, .. } => f
+            Inner::Other(Other::Passed(_)) => f
                 .debug_struct("PoliteBody::Stream")
-                .field("read_frames", &read.len())
-                .field("rest", &rest.is_some())
+                .field("read_frames", &0)
+                .field("rest", &true)
+                .finish(),
+            Inner::Other(Other::Stream(s)) => f
+                .debug_struct("PoliteBody::Stream")
+                .field("read_frames", &s.read.len())
+                .field("rest", &s.rest.is_some())
                 .finish(),
         }
     }
@@ -867,9 +896,20 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match &mut self.get_mut().inner {
-            Inner::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Inner::Stream { read, failed, rest } => {
+        let inner = &mut self.get_mut().inner;
+        match inner {
+            Inner::Full(bytes) if bytes.is_empty() => Poll::Ready(None),
+            Inner::Full(bytes) => Poll::Ready(Some(Ok(Frame::data(std::mem::take(bytes))))),
+            Inner::Other(Other::Passed(body)) => match body.as_mut().poll_frame(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(None) => {
+                    *inner = Inner::Full(Bytes::new());
+                    Poll::Ready(None)
+                }
+                Poll::Ready(Some(frame)) => Poll::Ready(Some(frame.map_err(Into::into))),
+            },
+            Inner::Other(Other::Stream(streamed)) => {
+                let Streamed { read, failed, rest } = &mut **streamed;
                 if let Some(frame) = read.pop_front() {
                     return Poll::Ready(Some(Ok(frame)));
                 }
@@ -894,8 +934,10 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.inner {
-            Inner::Full(bytes) => bytes.is_none(),
-            Inner::Stream { read, failed, rest } => {
+            Inner::Full(bytes) => bytes.is_empty(),
+            Inner::Other(Other::Passed(body)) => body.is_end_stream(),
+            Inner::Other(Other::Stream(streamed)) => {
+                let Streamed { read, failed, rest } = &**streamed;
                 read.is_empty()
                     && failed.is_none()
                     && rest.as_ref().is_none_or(|b| b.is_end_stream())
@@ -905,10 +947,10 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
-            Inner::Full(bytes) => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
-            Inner::Stream { read, rest, .. } => {
+            Inner::Full(bytes) => SizeHint::with_exact(bytes.len() as u64),
+            Inner::Other(Other::Passed(body)) => body.size_hint(),
+            Inner::Other(Other::Stream(streamed)) => {
+                let Streamed { read, rest, .. } = &**streamed;
                 let held: u64 = read
                     .iter()
                     .filter_map(Frame::data_ref)
@@ -970,11 +1012,11 @@ mod tests {
         let mut read = VecDeque::new();
         read.push_back(Frame::data(Bytes::from_static(b"ab")));
         let body = PoliteBody {
-            inner: Inner::Stream {
+            inner: Inner::Other(Other::Stream(Box::new(Streamed {
                 read,
                 failed: None,
                 rest: Some(Box::pin("cd".to_owned())),
-            },
+            }))),
         };
         assert_eq!(body.size_hint().exact(), Some(4));
         assert!(!body.is_end_stream());
@@ -983,16 +1025,41 @@ mod tests {
             vec![Ok(Bytes::from_static(b"ab")), Ok(Bytes::from_static(b"cd"))]
         );
         let failed = PoliteBody::<String> {
-            inner: Inner::Stream {
+            inner: Inner::Other(Other::Stream(Box::new(Streamed {
                 read: VecDeque::new(),
                 failed: Some("gone".into()),
                 rest: Some(Box::pin("never".to_owned())),
-            },
+            }))),
         };
         assert_eq!(frames(failed), vec![Err("gone".to_owned())]);
         let full = PoliteBody::<String>::full(Bytes::new());
         assert!(full.is_end_stream());
         assert!(frames(full).is_empty());
+    }
+
+    /// A body passed through yields the inner body's frames, then ends;
+    /// every `PoliteBody` is as small as hyper's `Full<Bytes>`.
+    #[test]
+    fn a_passed_body_yields_the_inner_frames_and_is_as_small_as_full_bytes() {
+        let body = PoliteBody::stream("ef".to_owned());
+        assert!(!body.is_end_stream());
+        assert_eq!(frames(body), vec![Ok(Bytes::from_static(b"ef"))]);
+        let mut body = std::pin::pin!(PoliteBody::stream("gh".to_owned()));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(
+            body.as_mut().poll_frame(&mut cx),
+            Poll::Ready(Some(Ok(_)))
+        ));
+        assert!(matches!(
+            body.as_mut().poll_frame(&mut cx),
+            Poll::Ready(None)
+        ));
+        assert!(body.is_end_stream());
+        assert_eq!(body.size_hint().exact(), Some(0));
+        assert_eq!(
+            std::mem::size_of::<PoliteBody<String>>(),
+            std::mem::size_of::<Option<Bytes>>()
+        );
     }
 
     /// A client error whose source is the I/O error (as hyper-util's are).
