@@ -191,13 +191,13 @@ impl std::error::Error for LookupFailed {
 }
 
 /// The port a request to `uri` goes to: its own, or its scheme's.
+/// (`port_u16` parses the authority: once.)
 pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
-    match uri.scheme_str() {
-        _ if uri.port_u16().is_some() => uri.port_u16(),
+    uri.port_u16().or_else(|| match uri.scheme_str() {
         Some("http") => Some(80),
         Some("https") => Some(443),
         _ => None,
-    }
+    })
 }
 
 /// The [default agent](crate::UreqTransport::default_agent)'s resolver: an IP
@@ -265,6 +265,17 @@ impl<R: Resolver> Resolver for LiteralResolver<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_goes_to_its_own_port_or_its_scheme_s() {
+        let port = |uri: &str| port_of(&uri.parse().unwrap());
+        assert_eq!(port("http://h/x"), Some(80));
+        assert_eq!(port("https://h"), Some(443));
+        assert_eq!(port("http://h:8/x"), Some(8));
+        assert_eq!(port("https://[::1]:8443/"), Some(8443));
+        assert_eq!(port("ftp://h/x"), None);
+        assert_eq!(port("ftp://h:21/x"), Some(21));
+    }
 
     fn addrs(list: &[&str]) -> ResolvedSocketAddrs {
         let mut out = LiteralResolver::new().empty();
