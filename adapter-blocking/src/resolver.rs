@@ -19,6 +19,33 @@ pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
     host.parse().ok()
 }
 
+/// The last authority whose host was an IP address, with that address:
+/// a request to the same authority (compared byte for byte) is answered
+/// without finding its host in it and parsing the address again
+/// ([`ip_literal`]), which the transport (to know whether an attempt
+/// needs a thread) and the resolver each did for every attempt.
+#[derive(Debug, Default)]
+pub(crate) struct LastIp(Mutex<Option<(http::uri::Authority, IpAddr)>>);
+
+impl LastIp {
+    /// `uri.host().and_then(ip_literal)`, from the last authority when
+    /// `uri` has the same (never waits for another thread: parses then).
+    pub(crate) fn of(&self, uri: &http::Uri) -> Option<IpAddr> {
+        let authority = uri.authority()?;
+        let mut last = self.0.try_lock().ok();
+        if let Some(Some((a, ip))) = last.as_deref()
+            && a.as_str() == authority.as_str()
+        {
+            return Some(*ip);
+        }
+        let ip = ip_literal(authority.host())?;
+        if let Some(last) = &mut last {
+            **last = Some((authority.clone(), ip));
+        }
+        Some(ip)
+    }
+}
+
 /// How long the [default agent](crate::UreqTransport::default_agent)'s
 /// resolver reuses a host name's addresses: 30 s (Java's default for a
 /// successful lookup). hyper resolves only to open a connection, so
@@ -210,12 +237,12 @@ pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
 /// a minor version): the ureq requirement is capped at the versions this
 /// was checked against (see Cargo.toml).
 #[derive(Debug)]
-pub(crate) struct LiteralResolver<R = DefaultResolver>(R);
+pub(crate) struct LiteralResolver<R = DefaultResolver>(R, LastIp);
 
 impl LiteralResolver {
     /// Over ureq's `DefaultResolver`.
     pub(crate) fn new() -> LiteralResolver {
-        LiteralResolver(DefaultResolver::default())
+        LiteralResolver(DefaultResolver::default(), LastIp::default())
     }
 }
 
@@ -232,7 +259,7 @@ impl<R: Resolver> Resolver for LiteralResolver<R> {
             IpFamily::Ipv4Only => ip.is_ipv4(),
             IpFamily::Ipv6Only => ip.is_ipv6(),
         };
-        match (uri.host().and_then(ip_literal), port) {
+        match (self.1.of(uri), port) {
             (Some(ip), Some(port)) if wanted(&ip) => {
                 let mut addrs = self.empty();
                 addrs.push(SocketAddr::new(ip, port));
@@ -355,7 +382,7 @@ mod tests {
     /// and nothing is kept for the name.
     #[test]
     fn a_failed_lookup_says_so_and_keeps_the_reason() {
-        let resolver = LiteralResolver(Failing);
+        let resolver = LiteralResolver(Failing, LastIp::default());
         let uri: http::Uri = "http://lookup-fails.test:8080/".parse().unwrap();
         let config = ureq::config::Config::default();
         let Err(ureq::Error::Io(io)) = resolver.resolve(&uri, &config, NextTimeout::default())
@@ -454,5 +481,33 @@ mod tests {
         assert_eq!(ip_literal("[::1]"), Some("::1".parse().unwrap()));
         assert_eq!(ip_literal("localhost"), None);
         assert_eq!(ip_literal("example.com"), None);
+    }
+
+    /// The last IP authority answers as parsing the host would, request
+    /// after request, whatever came between.
+    #[test]
+    fn the_last_ip_authority_answers_as_its_host_parsed_would() {
+        let last = LastIp::default();
+        let uris = [
+            "http://127.0.0.1:8080/a",
+            "http://127.0.0.1:8080/b?x=1",
+            "http://127.0.0.1:8081/a",
+            "http://127.0.0.1:8080/a",
+            "http://user@127.0.0.1:8080/a",
+            "http://User@127.0.0.1:8080/a",
+            "https://[::1]:8443/",
+            "https://[::1]:8443/again",
+            "http://localhost:8080/a",
+            "http://127.0.0.1:8080/a",
+            "http://example.com/",
+            "/relative",
+            "http://10.0.0.1/",
+        ];
+        for text in uris {
+            let uri: http::Uri = text.parse().unwrap();
+            let parsed = uri.host().and_then(ip_literal);
+            assert_eq!(last.of(&uri), parsed, "{text}");
+            assert_eq!(last.of(&uri), parsed, "{text}, again");
+        }
     }
 }
