@@ -24,8 +24,16 @@ pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
 /// without finding its host in it and parsing the address again
 /// ([`ip_literal`]), which the transport (to know whether an attempt
 /// needs a thread) and the resolver each did for every attempt.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct LastIp(Mutex<Option<(http::uri::Authority, IpAddr)>>);
+
+/// Names nothing of the authority: it may hold a user name and password
+/// (SPEC §5.1), and the transport is printed in a client's `Debug`.
+impl std::fmt::Debug for LastIp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LastIp").finish_non_exhaustive()
+    }
+}
 
 impl LastIp {
     /// `uri.host().and_then(ip_literal)`, from the last authority when
@@ -509,5 +517,10 @@ mod tests {
             assert_eq!(last.of(&uri), parsed, "{text}");
             assert_eq!(last.of(&uri), parsed, "{text}, again");
         }
+        // A user name and password are never printed.
+        let secret: http::Uri = "http://user:hunter2@127.0.0.1:8080/".parse().unwrap();
+        assert!(last.of(&secret).is_some());
+        let printed = format!("{last:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
     }
 }

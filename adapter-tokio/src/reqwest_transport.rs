@@ -53,8 +53,17 @@ pub struct ReqwestTransport {
 /// Parsing the host (IDNA processing, an IP address parsed and printed
 /// again) was most of the cost of turning a request's URI into reqwest's
 /// `Url`, and most calls go to the origin of the call before.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct LastOrigin(Mutex<Option<(http::uri::Scheme, http::uri::Authority, reqwest::Url)>>);
+
+/// Names nothing of the origin: its authority may hold a user name and
+/// password (SPEC §5.1), and the transport is printed in a client's
+/// `Debug`.
+impl std::fmt::Debug for LastOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LastOrigin").finish_non_exhaustive()
+    }
+}
 
 impl Default for ReqwestTransport {
     /// Over [`default_client`](Self::default_client) (reqwest's defaults,
@@ -513,6 +522,11 @@ mod tests {
             .insert(std::time::Duration::from_secs(1));
         let kept = t.convert(request).expect("with extensions");
         assert_eq!(kept.url().as_str(), "http://127.0.0.1:8080/p");
+        // The last origin's user name and password are never printed.
+        let secret: http::Uri = "https://user:hunter2@example.com/x".parse().unwrap();
+        assert!(t.url_of(&secret).is_some());
+        let printed = format!("{t:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
     }
 
     #[cfg(feature = "rustls")]
