@@ -19,6 +19,41 @@ pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
     host.parse().ok()
 }
 
+/// The last authority whose host was an IP address, with that address:
+/// a request to the same authority (compared byte for byte) is answered
+/// without finding its host in it and parsing the address again
+/// ([`ip_literal`]), which the transport (to know whether an attempt
+/// needs a thread) and the resolver each did for every attempt.
+#[derive(Default)]
+pub(crate) struct LastIp(Mutex<Option<(http::uri::Authority, IpAddr)>>);
+
+/// Names nothing of the authority: it may hold a user name and password
+/// (SPEC §5.1), and the transport is printed in a client's `Debug`.
+impl std::fmt::Debug for LastIp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LastIp").finish_non_exhaustive()
+    }
+}
+
+impl LastIp {
+    /// `uri.host().and_then(ip_literal)`, from the last authority when
+    /// `uri` has the same (never waits for another thread: parses then).
+    pub(crate) fn of(&self, uri: &http::Uri) -> Option<IpAddr> {
+        let authority = uri.authority()?;
+        let mut last = self.0.try_lock().ok();
+        if let Some(Some((a, ip))) = last.as_deref()
+            && a.as_str() == authority.as_str()
+        {
+            return Some(*ip);
+        }
+        let ip = ip_literal(authority.host())?;
+        if let Some(last) = &mut last {
+            **last = Some((authority.clone(), ip));
+        }
+        Some(ip)
+    }
+}
+
 /// How long the [default agent](crate::UreqTransport::default_agent)'s
 /// resolver reuses a host name's addresses: 30 s (Java's default for a
 /// successful lookup). hyper resolves only to open a connection, so
@@ -191,13 +226,13 @@ impl std::error::Error for LookupFailed {
 }
 
 /// The port a request to `uri` goes to: its own, or its scheme's.
+/// (`port_u16` parses the authority: once.)
 pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
-    match uri.scheme_str() {
-        _ if uri.port_u16().is_some() => uri.port_u16(),
+    uri.port_u16().or_else(|| match uri.scheme_str() {
         Some("http") => Some(80),
         Some("https") => Some(443),
         _ => None,
-    }
+    })
 }
 
 /// The [default agent](crate::UreqTransport::default_agent)'s resolver: an IP
@@ -210,12 +245,12 @@ pub(crate) fn port_of(uri: &http::Uri) -> Option<u16> {
 /// a minor version): the ureq requirement is capped at the versions this
 /// was checked against (see Cargo.toml).
 #[derive(Debug)]
-pub(crate) struct LiteralResolver<R = DefaultResolver>(R);
+pub(crate) struct LiteralResolver<R = DefaultResolver>(R, LastIp);
 
 impl LiteralResolver {
     /// Over ureq's `DefaultResolver`.
     pub(crate) fn new() -> LiteralResolver {
-        LiteralResolver(DefaultResolver::default())
+        LiteralResolver(DefaultResolver::default(), LastIp::default())
     }
 }
 
@@ -232,7 +267,7 @@ impl<R: Resolver> Resolver for LiteralResolver<R> {
             IpFamily::Ipv4Only => ip.is_ipv4(),
             IpFamily::Ipv6Only => ip.is_ipv6(),
         };
-        match (uri.host().and_then(ip_literal), port) {
+        match (self.1.of(uri), port) {
             (Some(ip), Some(port)) if wanted(&ip) => {
                 let mut addrs = self.empty();
                 addrs.push(SocketAddr::new(ip, port));
@@ -265,6 +300,17 @@ impl<R: Resolver> Resolver for LiteralResolver<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_goes_to_its_own_port_or_its_scheme_s() {
+        let port = |uri: &str| port_of(&uri.parse().unwrap());
+        assert_eq!(port("http://h/x"), Some(80));
+        assert_eq!(port("https://h"), Some(443));
+        assert_eq!(port("http://h:8/x"), Some(8));
+        assert_eq!(port("https://[::1]:8443/"), Some(8443));
+        assert_eq!(port("ftp://h/x"), None);
+        assert_eq!(port("ftp://h:21/x"), Some(21));
+    }
 
     fn addrs(list: &[&str]) -> ResolvedSocketAddrs {
         let mut out = LiteralResolver::new().empty();
@@ -344,7 +390,7 @@ mod tests {
     /// and nothing is kept for the name.
     #[test]
     fn a_failed_lookup_says_so_and_keeps_the_reason() {
-        let resolver = LiteralResolver(Failing);
+        let resolver = LiteralResolver(Failing, LastIp::default());
         let uri: http::Uri = "http://lookup-fails.test:8080/".parse().unwrap();
         let config = ureq::config::Config::default();
         let Err(ureq::Error::Io(io)) = resolver.resolve(&uri, &config, NextTimeout::default())
@@ -443,5 +489,38 @@ mod tests {
         assert_eq!(ip_literal("[::1]"), Some("::1".parse().unwrap()));
         assert_eq!(ip_literal("localhost"), None);
         assert_eq!(ip_literal("example.com"), None);
+    }
+
+    /// The last IP authority answers as parsing the host would, request
+    /// after request, whatever came between.
+    #[test]
+    fn the_last_ip_authority_answers_as_its_host_parsed_would() {
+        let last = LastIp::default();
+        let uris = [
+            "http://127.0.0.1:8080/a",
+            "http://127.0.0.1:8080/b?x=1",
+            "http://127.0.0.1:8081/a",
+            "http://127.0.0.1:8080/a",
+            "http://user@127.0.0.1:8080/a",
+            "http://User@127.0.0.1:8080/a",
+            "https://[::1]:8443/",
+            "https://[::1]:8443/again",
+            "http://localhost:8080/a",
+            "http://127.0.0.1:8080/a",
+            "http://example.com/",
+            "/relative",
+            "http://10.0.0.1/",
+        ];
+        for text in uris {
+            let uri: http::Uri = text.parse().unwrap();
+            let parsed = uri.host().and_then(ip_literal);
+            assert_eq!(last.of(&uri), parsed, "{text}");
+            assert_eq!(last.of(&uri), parsed, "{text}, again");
+        }
+        // A user name and password are never printed.
+        let secret: http::Uri = "http://user:hunter2@127.0.0.1:8080/".parse().unwrap();
+        assert!(last.of(&secret).is_some());
+        let printed = format!("{last:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
     }
 }

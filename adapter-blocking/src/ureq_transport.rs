@@ -21,7 +21,7 @@ use crate::block_on::{InlineTicket, wake_at};
 // the waker of the caller waiting for it, which the worker wakes once it
 // is idle again.
 use crate::crew::Job;
-use crate::resolver::{DNS, LiteralResolver, ip_literal, port_of};
+use crate::resolver::{DNS, LastIp, LiteralResolver, port_of};
 use polite_client::recycle::Recycler;
 
 /// What one attempt produces.
@@ -166,6 +166,8 @@ pub struct UreqTransport {
     /// sequential calls to an IP address (or a host name looked up less
     /// than 30 s ago) may run on the calling thread.
     inline: bool,
+    /// The last authority whose host was an IP address (for `inline`).
+    last_ip: Arc<LastIp>,
 }
 
 impl Default for UreqTransport {
@@ -211,6 +213,7 @@ impl UreqTransport {
             pool: Arc::default(),
             handed: Arc::default(),
             inline: false,
+            last_ip: Arc::default(),
         }
     }
 
@@ -517,10 +520,10 @@ impl UreqTransport {
         let uri = request.uri();
         self.agent.config().proxy().is_none()
             && matches!(uri.scheme_str(), Some("http" | "https"))
-            && uri.host().is_some_and(|host| {
-                ip_literal(host).is_some()
-                    || port_of(uri).is_some_and(|port| DNS.fresh(host, port, Instant::now()))
-            })
+            && (self.last_ip.of(uri).is_some()
+                || uri.host().is_some_and(|host| {
+                    port_of(uri).is_some_and(|port| DNS.fresh(host, port, Instant::now()))
+                }))
     }
 
     /// Hands the attempt to a worker; returns the slot it fills.

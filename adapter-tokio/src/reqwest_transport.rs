@@ -1,5 +1,6 @@
 //! [`ReqwestTransport`]: the ready transport on `reqwest`.
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -42,6 +43,26 @@ use polite_core::TransportErrorKind;
 pub struct ReqwestTransport {
     client: reqwest::Client,
     max_body: usize,
+    /// The last origin sent to, parsed (shared by clones).
+    origin: Arc<LastOrigin>,
+}
+
+/// The URL of the last origin (scheme and authority) an attempt went to,
+/// parsed once: an attempt to the same origin starts from a copy of it
+/// and parses only its own path and query ([`ReqwestTransport::url_of`]).
+/// Parsing the host (IDNA processing, an IP address parsed and printed
+/// again) was most of the cost of turning a request's URI into reqwest's
+/// `Url`, and most calls go to the origin of the call before.
+#[derive(Default)]
+struct LastOrigin(Mutex<Option<(http::uri::Scheme, http::uri::Authority, reqwest::Url)>>);
+
+/// Names nothing of the origin: its authority may hold a user name and
+/// password (SPEC §5.1), and the transport is printed in a client's
+/// `Debug`.
+impl std::fmt::Debug for LastOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LastOrigin").finish_non_exhaustive()
+    }
 }
 
 impl Default for ReqwestTransport {
@@ -71,6 +92,7 @@ impl ReqwestTransport {
         ReqwestTransport {
             client,
             max_body: DEFAULT_MAX_BODY,
+            origin: Arc::default(),
         }
     }
 
@@ -189,13 +211,74 @@ pub(crate) fn to_reqwest(
     })
 }
 
+impl ReqwestTransport {
+    /// An attempt's request as a `reqwest::Request`, as [`to_reqwest`]
+    /// makes it, its URL parsed from the last origin's
+    /// ([`LastOrigin`]) when it has none of the extensions that only
+    /// reqwest's own conversion can carry over (polite's attempts have
+    /// none).
+    fn convert(&self, request: http::Request<Bytes>) -> Result<reqwest::Request, TransportError> {
+        let url = if request.extensions().is_empty() {
+            self.url_of(request.uri())
+        } else {
+            None
+        };
+        let Some(url) = url else {
+            return to_reqwest(request);
+        };
+        let (parts, body) = request.into_parts();
+        let mut out = reqwest::Request::new(parts.method, url);
+        *out.headers_mut() = parts.headers;
+        *out.body_mut() = Some(body.into());
+        *out.version_mut() = parts.version;
+        Ok(out)
+    }
+
+    /// `uri` as the `Url` that `Url::parse(&uri.to_string())` (reqwest's
+    /// conversion) makes of it, from the last origin's parsed URL: its
+    /// path and query are set on a copy, which runs the same parser on
+    /// them as a whole parse does after the host. `None` (parse it whole)
+    /// for a URI that is not absolute http or https, for a path that does
+    /// not start with one `/` (kept to the plainest case), and when
+    /// another thread holds the last origin (never waits for it).
+    fn url_of(&self, uri: &http::Uri) -> Option<reqwest::Url> {
+        let (scheme, authority) = (uri.scheme()?, uri.authority()?);
+        let path = uri.path();
+        if !matches!(scheme.as_str(), "http" | "https")
+            || !path.starts_with('/')
+            || path.starts_with("//")
+        {
+            return None;
+        }
+        let mut url = {
+            let mut last = self.origin.0.try_lock().ok()?;
+            match &*last {
+                // Byte for byte: `Authority`'s `==` ignores case, which
+                // the user name and password do not.
+                Some((s, a, url))
+                    if s.as_str() == scheme.as_str() && a.as_str() == authority.as_str() =>
+                {
+                    url.clone()
+                }
+                _ => {
+                    let url = reqwest::Url::parse(&format!("{scheme}://{authority}/")).ok()?;
+                    *last = Some((scheme.clone(), authority.clone(), url.clone()));
+                    url
+                }
+            }
+        };
+        url.set_path(path);
+        url.set_query(uri.query());
+        Some(url)
+    }
+}
+
 async fn attempt(
     client: reqwest::Client,
-    request: http::Request<Bytes>,
+    request: Result<reqwest::Request, TransportError>,
     max_body: usize,
 ) -> Result<http::Response<Bytes>, TransportError> {
-    let request = to_reqwest(request)?;
-    let response = client.execute(request).await.map_err(error)?;
+    let response = client.execute(request?).await.map_err(error)?;
     read_whole(response, max_body).await
 }
 
@@ -307,6 +390,7 @@ impl Transport for ReqwestTransport {
     fn send(&self, request: http::Request<Bytes>, abort_at: Instant) -> BoxSending {
         let client = self.client.clone();
         let max_body = self.max_body;
+        let request = self.convert(request);
         Box::pin(async move {
             let at = tokio::time::Instant::from_std(abort_at);
             match tokio::time::timeout_at(at, attempt(client, request, max_body)).await {
@@ -319,6 +403,7 @@ impl Transport for ReqwestTransport {
     /// No timer of its own: polite's drive loop ends the attempt at
     /// `abort_at`.
     fn send_supervised(&self, request: http::Request<Bytes>, _: Instant) -> BoxSending {
+        let request = self.convert(request);
         Box::pin(attempt(self.client.clone(), request, self.max_body))
     }
 
@@ -365,6 +450,83 @@ mod tests {
         detach(&mut alone);
         assert_ne!(alone.body().as_ptr(), at);
         assert_eq!(alone.body(), &vec![1u8; 100]);
+    }
+
+    /// A URL made from the last origin's is the one reqwest's own
+    /// conversion (`Url::parse(&uri.to_string())`) makes, origin after
+    /// origin; what it does not take is parsed whole.
+    #[test]
+    fn a_url_from_the_last_origin_is_the_one_a_whole_parse_makes() {
+        let t = ReqwestTransport::new(reqwest::Client::new());
+        let uris = [
+            "http://127.0.0.1:8080/items/a",
+            "http://127.0.0.1:8080/items/b?x=1&y=%20z",
+            "http://127.0.0.1:8080/",
+            "http://127.0.0.1:8080",
+            "http://127.0.0.1:8080/a/../b/./c?",
+            "http://127.0.0.1:8080/%7Euser/%2e%2E/x?q='a'&r=b",
+            "http://127.0.0.1:8080/a%zz/{x}|^\"[]\\b?{y}|^`\\",
+            "http://127.0.0.1:8080/\\back\\slash",
+            "http://127.0.0.1:8080/caf\u{e9}?q=\u{e9}",
+            "http://127.0.0.1:80/default-port",
+            "https://Example.COM/Path?Query=1",
+            "https://example.com:443/x",
+            "https://user:Secret@example.com/x",
+            "https://User:secret@example.com/x",
+            "https://xn--bcher-kva.example/x",
+            "http://[::1]:9/v6?w=1",
+            "http://[0:0:0:0:0:0:0:1]/v6",
+            "http://0x7f.1/hex-ip",
+            "http://127.0.0.1:8080//double",
+            "http://127.0.0.1:8080/items/a;p=1,2@:!$&()*+",
+            "HTTP://127.0.0.1:8080/upper-scheme",
+        ];
+        for text in uris {
+            let uri: http::Uri = text.parse().expect(text);
+            let whole = reqwest::Url::parse(&uri.to_string()).expect(text);
+            // Twice: the first may set the last origin, the second reads it.
+            for _ in 0..2 {
+                let plain = !uri.path().starts_with("//");
+                assert_eq!(t.url_of(&uri).is_some(), plain, "{text}");
+                if let Some(url) = t.url_of(&uri) {
+                    assert_eq!(url.as_str(), whole.as_str(), "{text}");
+                    assert_eq!(url, whole, "{text}");
+                }
+                let request = http::Request::get(uri.clone()).body(Bytes::new()).unwrap();
+                let converted = t.convert(request).expect(text);
+                assert_eq!(converted.url(), &whole, "{text}");
+            }
+        }
+        // Not absolute http(s): parsed whole (and refused as reqwest does).
+        let relative = http::Request::get("/items/a").body(Bytes::new()).unwrap();
+        let refused = t.convert(relative).expect_err("relative");
+        assert_eq!(refused.kind(), TransportErrorKind::InvalidRequest);
+        assert!(t.url_of(&"ftp://h/x".parse().unwrap()).is_none());
+        // Method, headers, body, version and extensions carried over.
+        let post = || {
+            http::Request::post("http://127.0.0.1:8080/p")
+                .header("x-a", "1")
+                .version(http::Version::HTTP_11)
+                .body(Bytes::from_static(b"body"))
+                .unwrap()
+        };
+        let converted = t.convert(post()).expect("post");
+        assert_eq!(converted.method(), http::Method::POST);
+        assert_eq!(converted.headers()["x-a"], "1");
+        assert_eq!(converted.version(), http::Version::HTTP_11);
+        let body = converted.body().and_then(reqwest::Body::as_bytes);
+        assert_eq!(body, Some(&b"body"[..]));
+        let mut request = post();
+        request
+            .extensions_mut()
+            .insert(std::time::Duration::from_secs(1));
+        let kept = t.convert(request).expect("with extensions");
+        assert_eq!(kept.url().as_str(), "http://127.0.0.1:8080/p");
+        // The last origin's user name and password are never printed.
+        let secret: http::Uri = "https://user:hunter2@example.com/x".parse().unwrap();
+        assert!(t.url_of(&secret).is_some());
+        let printed = format!("{t:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
     }
 
     #[cfg(feature = "rustls")]

@@ -264,13 +264,25 @@ pub fn with_query_param(uri: &http::Uri, name: &str, value: u32) -> http::Uri {
 }
 
 /// A fresh copy of a request (bodies are `Bytes`: cheap to clone).
+///
+/// ```
+/// let r = http::Request::get("http://127.0.0.1/x").header("a", "1")
+///     .body(bytes::Bytes::from_static(b"b")).unwrap();
+/// let c = polite_client::copy_request(&r);
+/// assert_eq!((c.method(), c.uri(), c.headers(), c.body()), (r.method(), r.uri(), r.headers(), r.body()));
+/// ```
 #[must_use]
 pub fn copy_request(r: &http::Request<Bytes>) -> http::Request<Bytes> {
     let mut out = http::Request::new(r.body().clone());
     *out.method_mut() = r.method().clone();
     *out.uri_mut() = r.uri().clone();
     *out.version_mut() = r.version();
-    *out.headers_mut() = r.headers().clone();
+    // A request without headers keeps the new request's empty map: a
+    // clone of an empty map still copies (and later drops) its two
+    // vectors.
+    if !r.headers().is_empty() {
+        *out.headers_mut() = r.headers().clone();
+    }
     out
 }
 
