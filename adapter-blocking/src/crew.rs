@@ -27,7 +27,7 @@
 //! crew's pipe, written to when the future is done — so the call returns
 //! when a `block_on` would, not when the abandoned attempts end.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -46,6 +46,14 @@ thread_local! {
     /// The attempts started by the crew poll running on this thread
     /// (`None` outside one).
     static QUEUE: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
+    /// While a member wakes the task of the attempt it has just run: its
+    /// crew (the address of its shared part), and whether that wake-up
+    /// reached the crew's future (through a waker of the send's own that
+    /// wakes the future's: the drive loop gives each send of a batch one).
+    static RAN: Cell<(usize, bool)> = const { Cell::new((0, false)) };
+    /// The shared part of the last crew this thread ran (to look into).
+    #[cfg(test)]
+    static LAST: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
 }
 
 /// Whether this thread is inside a crew's poll (an attempt started now may
@@ -119,6 +127,10 @@ struct State {
     /// What the keeper waits for, while it waits: `Some(None)` a wake-up,
     /// `Some(Some(t))` a wake-up or `t`.
     keeper_waits: Option<Option<Instant>>,
+    /// Wake-ups that took the lock (not marked by the member that ran the
+    /// attempt).
+    #[cfg(test)]
+    locked_wakes: usize,
 }
 
 impl Shared {
@@ -145,8 +157,18 @@ impl Wake for Shared {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        let (crew, _) = RAN.get();
+        if crew == Arc::as_ptr(self) as usize {
+            // The member that ran the attempt looks at the future next.
+            RAN.set((crew, true));
+            return;
+        }
         let mut state = self.lock();
         state.woken = true;
+        #[cfg(test)]
+        {
+            state.locked_wakes += 1;
+        }
         // The thread polling now polls again. (A member that has just run
         // an attempt of the future does not come here: it marks the future
         // woken itself, under the lock it takes next.)
@@ -190,6 +212,8 @@ where
         members: Condvar::new(),
         keeper: Condvar::new(),
     });
+    #[cfg(test)]
+    LAST.with(|last| *last.borrow_mut() = Some(Arc::clone(&shared)));
     let crew = Crew {
         waker: Waker::from(Arc::clone(&shared)),
         shared,
@@ -407,15 +431,20 @@ where
     }
 
     /// Runs one attempt on this thread and wakes its task, unless that is
-    /// the crew's future: then `true`, and the caller marks it woken under
-    /// the lock it takes next (one lock fewer per attempt, and no other
-    /// thread told to poll what this one polls next).
+    /// the crew's future (directly, or through the send's own waker): then
+    /// `true`, and the caller marks it woken under the lock it takes next
+    /// (one lock fewer per attempt, and no other thread told to poll what
+    /// this one polls next).
     fn run_job(&self, job: Job) -> bool {
         match job() {
             Some(waker) if waker.will_wake(&self.waker) => true,
             Some(waker) => {
+                // A send's own waker wakes the future's in turn (see
+                // `RAN`): that wake-up is counted here instead.
+                RAN.set((Arc::as_ptr(&self.shared) as usize, false));
                 waker.wake();
-                false
+                let (_, ours) = RAN.replace((0, false));
+                ours
             }
             None => false,
         }
@@ -531,6 +560,51 @@ mod tests {
         assert_eq!(answered, (0..6).map(|k| (k, true)).collect::<Vec<_>>());
         assert!(polls_on_members.load(Ordering::Relaxed) >= 1);
         assert!(queue(Box::new(|| None)).is_err(), "no crew polls here");
+    }
+
+    /// Wakes the crew's future through a waker of its own, as the drive
+    /// loop's per-send wakers do.
+    struct Relay(Waker);
+
+    impl Wake for Relay {
+        fn wake(self: Arc<Self>) {
+            self.0.wake_by_ref();
+        }
+    }
+
+    /// An attempt whose waker wakes the crew's future through another
+    /// waker (a batch's sends each have their own) is still marked woken
+    /// by the member that ran it, under the lock it takes next: no
+    /// wake-up takes the lock or tells another thread.
+    #[test]
+    fn a_relayed_wake_up_is_marked_by_the_member_that_ran_the_attempt() {
+        let answered = Arc::new(AtomicUsize::new(0));
+        let mut queued = 0;
+        let out = run(
+            poll_fn(|cx| {
+                let done = answered.load(Ordering::SeqCst);
+                if done == 8 {
+                    return Poll::Ready(done);
+                }
+                // One attempt at a time: each is queued by the poll its
+                // predecessor's wake-up caused.
+                if queued == done {
+                    queued += 1;
+                    let (answered, waker) = (Arc::clone(&answered), cx.waker().clone());
+                    let job: Job = Box::new(move || {
+                        answered.fetch_add(1, Ordering::SeqCst);
+                        Some(Waker::from(Arc::new(Relay(waker))))
+                    });
+                    assert!(queue(job).is_ok());
+                }
+                Poll::Pending
+            }),
+            2,
+        );
+        assert_eq!(out, 8);
+        let shared = LAST.with(|last| last.borrow_mut().take());
+        let locked = shared.map(|s| s.lock().locked_wakes);
+        assert_eq!(locked, Some(0), "wake-ups that took the lock");
     }
 
     /// A timer of the future (recorded through `wake_at`, as the clock

@@ -16,18 +16,20 @@
 //! 3. feed it back with the adapter's clock, forward the attempt records, and
 //!    go to 1. On `Stop`, sends still in flight are dropped (aborted).
 
+mod flights;
+
 use std::future::{Future, poll_fn};
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::input::{Event, JobReport, Response, RetryClass, SendId, TransportErrorKind};
+use crate::input::{Event, JobReport, Response, RetryClass, TransportErrorKind};
 use crate::item_map::ItemSlots;
 use crate::machine::Machine;
 use crate::outcome::Outcome;
 use crate::output::{Action, Notice, SendPlan};
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
+use flights::Flights;
 
 /// What a send produced, as far as the machines look at it.
 ///
@@ -171,7 +173,10 @@ impl<F: FnMut(&AttemptRecord)> Observe for Records<F> {
 ///   The drive loop ends it at `plan.abort_at` if it has not resolved by
 ///   then: it drops the future and feeds
 ///   `TransportErrorKind::Aborted`, so the future needs no timer of its own
-///   for `abort_at` (one that resolves `Aborted` by itself is fine too);
+///   for `abort_at` (one that resolves `Aborted` by itself is fine too).
+///   Like any future, it wakes the waker it was last polled with once it
+///   can go on: with several sends in flight, the loop polls only the
+///   sends woken since their last poll;
 /// * `poll_sleep` is ready once `now() >= until` and otherwise arranges a
 ///   wake-up at `until` (the instant may change between calls);
 /// * `poll_cancel` is ready once the caller has cancelled (and stays ready),
@@ -280,89 +285,6 @@ pub struct Finished<A> {
     pub sends: u32,
 }
 
-/// A send in flight beside the first (`Flights::more`): its id, its
-/// `abort_at`, its future (in a box that is kept for a later send once
-/// this one has ended: `None` then, and the id and `abort_at` are stale
-/// until that send).
-type Flying<S> = (SendId, Instant, Pin<Box<Option<S>>>);
-
-/// The sends in flight of [`drive`], numbered from 0: the first place in
-/// the caller's future (`first_sending`, its id and `abort_at` in `first`
-/// while it holds a send), the others in `more` (number `i` is `more[i - 1]`).
-struct Flights<'p, S> {
-    first: Option<(SendId, Instant)>,
-    first_sending: Pin<&'p mut Option<S>>,
-    more: Vec<Flying<S>>,
-}
-
-impl<S: Future> Flights<'_, S> {
-    /// Puts `sending` in the first free place.
-    fn start(&mut self, id: SendId, abort_at: Instant, sending: S) {
-        if self.first.is_none() {
-            self.first = Some((id, abort_at));
-            self.first_sending.set(Some(sending));
-            return;
-        }
-        match self.more.iter_mut().find(|(_, _, b)| b.is_none()) {
-            Some(slot) => {
-                slot.0 = id;
-                slot.1 = abort_at;
-                slot.2.set(Some(sending));
-            }
-            None => self.more.push((id, abort_at, Box::pin(Some(sending)))),
-        }
-    }
-
-    /// The first send (by number) that is ready, with its output.
-    fn poll_any(&mut self, cx: &mut Context<'_>) -> Option<(usize, S::Output)> {
-        if let Some(f) = self.first_sending.as_mut().as_pin_mut()
-            && let Poll::Ready(r) = f.poll(cx)
-        {
-            return Some((0, r));
-        }
-        for (i, (_, _, f)) in self.more.iter_mut().enumerate() {
-            if let Some(f) = f.as_mut().as_pin_mut()
-                && let Poll::Ready(r) = f.poll(cx)
-            {
-                return Some((i + 1, r));
-            }
-        }
-        None
-    }
-
-    /// The `abort_at` of every send in flight.
-    fn abort_ats(&self) -> impl Iterator<Item = Instant> + '_ {
-        let more = self.more.iter().filter(|(_, _, f)| f.is_some());
-        self.first
-            .map(|(_, at)| at)
-            .into_iter()
-            .chain(more.map(|&(_, at, _)| at))
-    }
-
-    /// The first send (by number) in flight past its `abort_at`.
-    fn past(&self, now: Instant) -> Option<usize> {
-        if self.first.is_some_and(|(_, at)| at <= now) {
-            return Some(0);
-        }
-        self.more
-            .iter()
-            .position(|(_, at, f)| f.is_some() && *at <= now)
-            .map(|i| i + 1)
-    }
-
-    /// Drops send `i` (it ended); its id.
-    fn end(&mut self, i: usize) -> SendId {
-        if i == 0 {
-            self.first_sending.set(None);
-            // Only a send in flight ends.
-            return self.first.take().map_or_else(SendId::default, |(id, _)| id);
-        }
-        let (id, _, ended) = &mut self.more[i - 1];
-        ended.set(None);
-        *id
-    }
-}
-
 enum Woke<A> {
     Cancel,
     Tick,
@@ -438,12 +360,10 @@ where
     // `wait`, allocates nothing for them), the others in boxes that stay
     // when their send ends (emptied: `None`) and take a later send (no
     // allocation per send once there are as many boxes as sends in flight
-    // at once, and no second vector for the empty ones).
-    let mut flying = Flights {
-        first: None,
-        first_sending: std::pin::pin!(None),
-        more: Vec::new(),
-    };
+    // at once, and no second vector for the empty ones), each with a
+    // waker of its own (`flights`: only the sends woken are polled).
+    let first_sending = std::pin::pin!(None);
+    let mut flying = Flights::new(first_sending);
     // The last answer of every item not yet handed out (the newest one is
     // `fresh` until the items that ended have been handed out: most answers
     // end their item and go straight to the `Io`, never into the map).
@@ -649,6 +569,7 @@ fn hand_out<M, I>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::SendId;
 
     #[test]
     fn the_wall_clock_is_needed_for_dates_and_resets_only() {

@@ -24,7 +24,7 @@
 //! machine that checks each action as the loop takes it and each event as
 //! the loop feeds it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -685,24 +685,32 @@ struct VirtualIo {
     server: Option<ServerFn>,
     cancel_at: Option<Instant>,
     /// When each send in flight resolves (stale entries, at or before the
-    /// clock, are those already resolved).
-    arrivals: Vec<Instant>,
+    /// clock, are those already resolved), with the waker it was last
+    /// polled with (woken when the clock reaches that instant).
+    arrivals: Vec<(Instant, Rc<RefCell<Option<Waker>>>)>,
 }
 
-/// A send in flight: resolves once the virtual clock reaches its instant.
+/// A send in flight: resolves once the virtual clock reaches its instant
+/// (and is woken then, as a real send would be: the drive loop polls only
+/// the sends woken once several are in flight).
 struct InFlight {
     clock: Rc<Cell<Instant>>,
     at: Instant,
+    waker: Rc<RefCell<Option<Waker>>>,
     result: Option<Result<Scripted, TransportErrorKind>>,
 }
 
 impl Future for InFlight {
     type Output = Result<Scripted, TransportErrorKind>;
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if this.clock.get() < this.at {
-            // No wake-up to arrange: the `Io`'s sleep moves the clock here.
+            // Woken by the `Io`'s sleep, which moves the clock here.
+            let mut waker = this.waker.borrow_mut();
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
             return Poll::Pending;
         }
         Poll::Ready(
@@ -744,26 +752,34 @@ impl Io for VirtualIo {
             Some(at) if at <= plan.abort_at => (at, result),
             _ => (plan.abort_at, Err(TransportErrorKind::Aborted)),
         };
-        self.arrivals.push(at);
+        let waker = Rc::default();
+        self.arrivals.push((at, Rc::clone(&waker)));
         InFlight {
             clock: Rc::clone(&self.clock),
             at,
+            waker,
             result: Some(result),
         }
     }
 
     fn poll_sleep(&mut self, cx: &mut Context<'_>, until: Instant) -> Poll<()> {
-        // The loop polls the cancel and every send in flight before the
+        // The loop polls the cancel and every send woken before the
         // sleep: all are still ahead. The next thing to happen is the
-        // earliest of them; if it comes no later than `until`, jump there
-        // and let the loop take it (a tie goes to it, not to the tick).
+        // earliest of them; if it comes no later than `until`, jump there,
+        // wake the sends that resolve then, and let the loop take them (a
+        // tie goes to them, not to the tick).
         let now = self.clock.get();
-        self.arrivals.retain(|at| *at > now);
+        self.arrivals.retain(|(at, _)| *at > now);
         let cancel = self.cancel_at.filter(|at| *at > now);
-        let next = self.arrivals.iter().copied().chain(cancel).min();
+        let next = self.arrivals.iter().map(|(at, _)| *at).chain(cancel).min();
         match next {
             Some(at) if at <= until => {
                 self.clock.set(at);
+                for (_, waker) in self.arrivals.iter().filter(|(a, _)| *a <= at) {
+                    if let Some(waker) = waker.borrow_mut().take() {
+                        waker.wake();
+                    }
+                }
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
