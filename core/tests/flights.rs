@@ -112,7 +112,14 @@ impl Wake for Count {
     }
 }
 
-fn batch(items: u64, concurrency: u32, t0: Instant) -> BatchMachine<SplitMix64, RateThrottle> {
+/// A batch of `items` at `concurrency`, `per_ms` sends a millisecond,
+/// over a `Hand` from `t0`.
+fn batch(
+    items: u64,
+    concurrency: u32,
+    per_ms: u32,
+    t0: Instant,
+) -> (BatchMachine<SplitMix64, RateThrottle>, Hand, Slots) {
     let requests = (0..items)
         .map(|i| RequestInfo::new(RequestId(i), Method::Get))
         .collect();
@@ -120,16 +127,15 @@ fn batch(items: u64, concurrency: u32, t0: Instant) -> BatchMachine<SplitMix64, 
         concurrency,
         ..BatchPolicy::default()
     };
-    let pace = RateThrottle::new(1000, Duration::from_secs(1)).unwrap();
-    BatchMachine::new(
-        policy,
-        requests,
-        SplitMix64::new(7),
-        pace,
-        t0,
-        Duration::from_secs(3600),
-    )
-    .unwrap()
+    let pace = RateThrottle::new(per_ms, Duration::from_millis(1)).unwrap();
+    let rng = SplitMix64::new(7);
+    let m = BatchMachine::new(policy, requests, rng, pace, t0, Duration::from_secs(3600));
+    let slots: Slots = Rc::default();
+    let io = Hand {
+        now: Cell::new(t0),
+        slots: Rc::clone(&slots),
+    };
+    (m.unwrap(), io, slots)
 }
 
 /// The sends in flight, by number (started, not yet answered).
@@ -140,13 +146,7 @@ fn in_flight(slots: &Slots) -> Vec<usize> {
 
 #[test]
 fn with_several_in_flight_only_the_send_that_woke_is_polled_again() {
-    let t0 = origin();
-    let slots: Slots = Rc::default();
-    let mut io = Hand {
-        now: Cell::new(t0),
-        slots: Rc::clone(&slots),
-    };
-    let mut m = batch(9, 3, t0);
+    let (mut m, mut io, slots) = batch(9, 3, 1000, origin());
     let (mut jobs, mut observe) = (NoJobs, ());
     let mut run = pin!(drive::drive(&mut m, &mut io, &mut jobs, &mut observe));
     let count = Arc::new(Count::default());
@@ -228,31 +228,9 @@ fn with_several_in_flight_only_the_send_that_woke_is_polled_again() {
 
 #[test]
 fn a_lone_send_is_polled_with_the_tasks_waker_until_a_second_flies() {
-    let t0 = origin();
-    let slots: Slots = Rc::default();
-    let mut io = Hand {
-        now: Cell::new(t0),
-        slots: Rc::clone(&slots),
-    };
     // Concurrency 2, but the pace lets the second item go only 1 ms after
     // the first: the first send is polled alone first.
-    let requests = (0..2)
-        .map(|i| RequestInfo::new(RequestId(i), Method::Get))
-        .collect();
-    let policy = BatchPolicy {
-        concurrency: 2,
-        ..BatchPolicy::default()
-    };
-    let pace = RateThrottle::new(1, Duration::from_millis(1)).unwrap();
-    let mut m = BatchMachine::new(
-        policy,
-        requests,
-        SplitMix64::new(7),
-        pace,
-        t0,
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let (mut m, mut io, slots) = batch(2, 2, 1, origin());
     let (mut jobs, mut observe) = (NoJobs, ());
     let mut run = pin!(drive::drive(&mut m, &mut io, &mut jobs, &mut observe));
     let count = Arc::new(Count::default());
