@@ -87,6 +87,8 @@ use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, 
 pub struct BatchChecker {
     policy: BatchPolicy,
     deadline: Instant,
+    /// `deadline + transport_cushion`: every send's `abort_at` (added once).
+    abort_at: Option<Instant>,
     throttle: Option<(u32, Duration)>,
     now: Option<Instant>,
     stopped: Option<Outcome>,
@@ -135,6 +137,9 @@ struct Item {
     replayable: bool,
     /// Its pace slot.
     slot: u32,
+    /// Its key's index in `keys` (set by `throttled_per_key`, which knows
+    /// every slot: read only when `keyed`).
+    key: u32,
     flying: Option<SendId>,
     sends: u32,
     last_class: Option<RetryClass>,
@@ -146,25 +151,14 @@ struct Item {
     late: bool,
 }
 
-/// Key `slot`'s state in `keys` (sorted by slot; created if new: never
-/// after `throttled_per_key`, which knows every slot).
-fn key_mut(keys: &mut Vec<(u32, Key)>, slot: u32) -> &mut Key {
-    let i = match keys.binary_search_by_key(&slot, |(s, _)| *s) {
-        Ok(i) => i,
-        Err(at) => {
-            keys.insert(at, (slot, Key::default()));
-            at
-        }
-    };
-    &mut keys[i].1
-}
-
 /// What the checker knows of one key's throttle.
 #[derive(Clone, Debug, Default)]
 struct Key {
     cool_until: Option<Instant>,
-    /// Its sends within the last window plus the margin.
-    sent: VecDeque<Instant>,
+    /// Its sends within the last window plus the margin, each as the
+    /// instants its window ends and its window plus the margin ends
+    /// (`None`: past the end of time), added once per send.
+    sent: VecDeque<(Option<Instant>, Option<Instant>)>,
     /// It heard something that may slow it down in ways the checker does
     /// not model (a rate-limited answer: the cool-down until the item's
     /// own jittered backoff; rate-limit headers: a pause or a quota).
@@ -194,6 +188,7 @@ impl BatchChecker {
         BatchChecker {
             policy: *policy,
             deadline,
+            abort_at: deadline.checked_add(policy.retry.transport_cushion),
             throttle: None,
             now: None,
             stopped: None,
@@ -203,6 +198,7 @@ impl BatchChecker {
                 .map(|r| Item {
                     replayable: r.is_replayable(),
                     slot: r.pace_slot,
+                    key: 0,
                     flying: None,
                     sends: 0,
                     last_class: None,
@@ -330,33 +326,38 @@ impl BatchChecker {
                 self.keys.insert(at, (slot, key));
             }
         }
+        for k in 0..self.items.len() {
+            let slot = self.items[k].slot;
+            if let Ok(i) = self.keys.binary_search_by_key(&slot, |(s, _)| *s) {
+                self.items[k].key = i as u32;
+            }
+        }
         self
     }
 
-    /// What the checker knows of key `slot`, if anything.
-    fn key(&self, slot: u32) -> Option<&Key> {
-        self.keys
-            .binary_search_by_key(&slot, |(s, _)| *s)
-            .ok()
-            .map(|i| &self.keys[i].1)
+    /// Item `k`'s key (only when `keyed`: `throttled_per_key` knows
+    /// every slot).
+    #[inline]
+    fn key_of(&mut self, k: usize) -> &mut Key {
+        &mut self.keys[self.items[k].key as usize].1
     }
 
-    /// Whether key `slot` is plainly free at `now` (see `head-of-line`).
-    fn plainly_free(&self, slot: u32, now: Instant) -> bool {
-        let Some((limit, window)) = self.throttle else {
+    /// Whether item `k`'s key is plainly free at `now` (see
+    /// `head-of-line`; only when `keyed`).
+    fn plainly_free(&self, k: usize, now: Instant) -> bool {
+        let Some((limit, _)) = self.throttle else {
             return false;
         };
-        let Some(key) = self.key(slot) else {
-            return true; // never sent, never heard of
-        };
-        // `t + window + MARGIN`, in one addition: an instant past the
-        // end of time either way when the sum overflows a `Duration`.
-        let span = window.checked_add(MARGIN);
-        let recent = key
-            .sent
-            .iter()
-            .filter(|t| span.and_then(|s| t.checked_add(s)).is_none_or(|e| e > now))
-            .count();
+        let key = &self.keys[self.items[k].key as usize].1;
+        // Its sends until `t + window + MARGIN` (`None`: past the end of
+        // time). They are in the order sent, at instants that never go
+        // back (`clamp_now`), so those already gone come first.
+        let recent = key.sent.len()
+            - key
+                .sent
+                .iter()
+                .take_while(|(_, gone)| gone.is_some_and(|e| e <= now))
+                .count();
         !key.tainted && key.cool_until.is_none_or(|c| c <= now) && recent < limit as usize
     }
 
@@ -386,21 +387,19 @@ impl BatchChecker {
         // every time).
         let mut asked: [(u32, bool); 4] = [(0, false); 4];
         let mut n_asked = 0;
-        let mut free = |slot: u32| {
+        let mut free = |k: usize| {
+            let slot = self.items[k].slot;
             if let Some(&(_, f)) = asked[..n_asked].iter().find(|(s, _)| *s == slot) {
                 return f;
             }
-            let f = self.plainly_free(slot, now);
+            let f = self.plainly_free(k, now);
             if n_asked < asked.len() {
                 asked[n_asked] = (slot, f);
                 n_asked += 1;
             }
             f
         };
-        if let Some(k) = (oldest..end)
-            .filter(waiting)
-            .find(|&k| free(self.items[k].slot))
-        {
+        if let Some(k) = (oldest..end).filter(waiting).find(|&k| free(k)) {
             return violation(
                 "head-of-line",
                 format!(
@@ -514,12 +513,11 @@ impl BatchChecker {
             Event::Response(r) => {
                 let item = r.id.item as usize;
                 let rate_limited = oracle::class_of(retry, r) == Some(RetryClass::RateLimited);
-                let slot = self.items.get(item).map(|s| s.slot);
                 if self.keyed
-                    && let Some(slot) = slot
+                    && item < self.items.len()
                     && (rate_limited || !r.rate_limit.is_empty() || r.retry_after_ms.is_some())
                 {
-                    key_mut(&mut self.keys, slot).tainted = true;
+                    self.keys[self.items[item].key as usize].1.tainted = true;
                 }
                 if let Some(v) = r.retry_after
                     && let Some(d) = server_time::asked(v, r.date, r.wall_clock)
@@ -531,7 +529,8 @@ impl BatchChecker {
                     {
                         let cool = if self.keyed {
                             // The answered item's key only (an unknown item: none).
-                            slot.map(|s| &mut key_mut(&mut self.keys, s).cool_until)
+                            let key = self.items.get(item).map(|it| it.key as usize);
+                            key.map(|i| &mut self.keys[i].1.cool_until)
                         } else {
                             Some(&mut self.cool_until)
                         };
@@ -619,7 +618,7 @@ impl BatchChecker {
                 if now >= self.deadline {
                     return violation("send-after-deadline", format!("{plan:?}"));
                 }
-                if Some(plan.abort_at) != self.deadline.checked_add(retry.transport_cushion) {
+                if Some(plan.abort_at) != self.abort_at {
                     return violation("abort-at", format!("{plan:?}"));
                 }
                 if item >= self.items.len() {
@@ -690,7 +689,7 @@ impl BatchChecker {
                     && self.keyed
                 {
                     let slot = self.items[item].slot;
-                    let key = key_mut(&mut self.keys, slot);
+                    let key = self.key_of(item);
                     if let Some(c) = key.cool_until
                         && now < c
                     {
@@ -699,18 +698,22 @@ impl BatchChecker {
                             format!("{plan:?} {:?} before its key's cool-down ends", c - now),
                         );
                     }
-                    while key.sent.front().is_some_and(|t| {
-                        t.checked_add(window)
-                            .and_then(|e| e.checked_add(MARGIN))
-                            .is_some_and(|e| e <= now)
-                    }) {
+                    // Each send as `(t + window, t + window + MARGIN)`.
+                    while key
+                        .sent
+                        .front()
+                        .is_some_and(|(_, gone)| gone.is_some_and(|e| e <= now))
+                    {
                         key.sent.pop_front();
                     }
-                    let in_window = key
-                        .sent
-                        .iter()
-                        .filter(|t| t.checked_add(window).is_none_or(|e| e > now))
-                        .count();
+                    // In the order sent, at instants that never go back
+                    // (`clamp_now`): the sends out of the window come first.
+                    let in_window = key.sent.len()
+                        - key
+                            .sent
+                            .iter()
+                            .take_while(|(end, _)| end.is_some_and(|e| e <= now))
+                            .count();
                     if in_window >= limit as usize {
                         return violation(
                             "rate",
@@ -721,7 +724,9 @@ impl BatchChecker {
                             ),
                         );
                     }
-                    key.sent.push_back(now);
+                    let end = now.checked_add(window);
+                    key.sent
+                        .push_back((end, end.and_then(|e| e.checked_add(MARGIN))));
                 } else if let Some((limit, window)) = self.throttle {
                     if let Some(c) = self.cool_until
                         && now < c
@@ -924,9 +929,7 @@ impl BatchChecker {
             if self.keyed
                 && starved_free.is_none()
                 && matches!(now, Some(Outcome::Starved { .. }))
-                && self
-                    .now
-                    .is_some_and(|at| self.plainly_free(self.items[k].slot, at))
+                && self.now.is_some_and(|at| self.plainly_free(k, at))
             {
                 *starved_free = Some(k);
             }
