@@ -22,7 +22,7 @@ use std::future::{Future, poll_fn};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::input::{Event, JobReport, Response, RetryClass, TransportErrorKind};
+use crate::input::{Event, JobReport, Response, RetryClass, SendId, TransportErrorKind};
 use crate::item_map::ItemSlots;
 use crate::machine::Machine;
 use crate::outcome::Outcome;
@@ -406,6 +406,9 @@ where
                 Action::Send(plan) => {
                     if io.is_cancelled() {
                         machine.handle(io.now(), Event::Cancel);
+                        // The records of the sends it drops in flight; not
+                        // this one's: it never went out (no attempt).
+                        forward(machine, observe, Some(plan.id));
                         continue;
                     }
                     sends += 1;
@@ -492,12 +495,7 @@ where
                 }
             }
         }
-        while let Some(record) = machine.take_record() {
-            observe.record(&record);
-        }
-        while let Some(notice) = machine.take_notice() {
-            observe.notice(notice);
-        }
+        forward(machine, observe, None);
         hand_out(machine, io, &mut answers, &mut fresh);
         if let Some((item, answer)) = fresh.take() {
             // Two answers kept with no send between them (a batch): the
@@ -510,6 +508,23 @@ where
             }
             answers.insert(item, Box::new(answer));
         }
+    }
+}
+
+/// Hands the machine's new attempt records (but `unsent`'s) and notices
+/// to `observe`.
+fn forward<M, O>(machine: &mut M, observe: &mut O, unsent: Option<SendId>)
+where
+    M: Machine + ?Sized,
+    O: Observe + ?Sized,
+{
+    while let Some(record) = machine.take_record() {
+        if Some(record.id) != unsent {
+            observe.record(&record);
+        }
+    }
+    while let Some(notice) = machine.take_notice() {
+        observe.notice(notice);
     }
 }
 
@@ -569,7 +584,6 @@ fn hand_out<M, I>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::SendId;
 
     #[test]
     fn the_wall_clock_is_needed_for_dates_and_resets_only() {

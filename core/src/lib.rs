@@ -101,7 +101,7 @@
 //! | [`poll`] | the words of a job wait: [`JobReport`](poll::JobReport), [`TerminalStates`](poll::TerminalStates), [`StateName`](poll::StateName), [`PollMode`](poll::PollMode) |
 //! | [`pace`] | [`Unpaced`](pace::Unpaced), and [`PaceLimit`](pace::PaceLimit) (which limit starved a request) |
 //! | [`budget`] | retry budgets shared by many machines: [`RetryBudget`](budget::RetryBudget), [`RetryBucket`](budget::RetryBucket), [`RetryCosts`](budget::RetryCosts), [`NoBudget`](budget::NoBudget) |
-//! | [`record`] | one [`AttemptRecord`](record::AttemptRecord) per answered attempt, for logs and traces |
+//! | [`record`] | one [`AttemptRecord`](record::AttemptRecord) per attempt, for logs and traces |
 //! | [`retry_after`] | reading `Retry-After` (delta-seconds and HTTP-dates) |
 //! | [`ratelimit`] | reading `RateLimit`, `RateLimit-Policy` and `X-RateLimit-*` |
 //! | [`adaptive`] | the AWS SDKs' adaptive rate (CUBIC), behind [`RateThrottle::adaptive`] |

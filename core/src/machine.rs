@@ -31,7 +31,8 @@ pub trait Machine {
     fn handle(&mut self, now: Instant, event: Event<'_>);
     /// What to do next.
     fn poll_action(&mut self) -> Action;
-    /// The record of the last answered attempt, once.
+    /// The record of the last answered attempt, once; at the end, those of
+    /// the attempts dropped in flight (one record per attempt, SPEC §2.4).
     fn take_record(&mut self) -> Option<AttemptRecord>;
     /// The machine's fixed deadline, when it tells (`None` by default).
     /// Wrappers such as [`Paced`](crate::Paced) use it to stop at once when

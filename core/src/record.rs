@@ -1,4 +1,5 @@
-//! Attempt records: one per answered attempt, for logs and traces.
+//! Attempt records: one per attempt (answered, or dropped in flight when
+//! the call ends: `Reply::Transport(Aborted)`), for logs and traces.
 //!
 //! A record never holds header values, URLs, query strings or bodies
 //! (credentials live there): only ids, statuses, error kinds, durations and

@@ -257,6 +257,14 @@ proptest! {
         prop_assert!(trace.is_ok(), "{}", trace.unwrap_err());
     }
 
+    /// SPEC §2.4: each attempt of every item yields exactly one record,
+    /// answered or dropped in flight when the batch ends.
+    #[test]
+    fn each_attempt_yields_one_record(s in setup(), script in keyed_batch_script(0..60)) {
+        let trace = run(&s, &script).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(trace.one_record_per_send(), Ok(()));
+    }
+
     /// A streaming keyed batch, fed as it asks, keeps the same promises
     /// and holds no more items than its window.
     #[test]

@@ -362,7 +362,8 @@ proptest! {
     /// A paced retry machine sharing its throttle with others keeps every
     /// invariant of the retry checker (no sleep past the deadline, sends
     /// within budget and never before Retry-After, cancel honoured, Stop
-    /// sticky), and its sends plus the sharer's never exceed the throttle.
+    /// sticky), one record per send, and its sends plus the sharer's never
+    /// exceed the throttle.
     #[test]
     fn paced_retry_machine_keeps_the_invariants(
         limit in 1u32..4,
@@ -403,7 +404,11 @@ proptest! {
         }
         let trace = runner.finish();
         prop_assert!(trace.is_ok(), "{}", trace.unwrap_err());
-        grants.extend(trace.unwrap().sends().map(|(at, _)| at));
+        let trace = trace.unwrap();
+        // One record per send actually sent (SPEC §2.4): none for a send
+        // the pace held when the machine stopped.
+        prop_assert_eq!(trace.one_record_per_send(), Ok(()));
+        grants.extend(trace.sends().map(|(at, _)| at));
         grants.sort();
         for (i, start) in grants.iter().enumerate() {
             let inside = grants[i..].iter().take_while(|g| **g < *start + window).count();

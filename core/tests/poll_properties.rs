@@ -189,6 +189,20 @@ proptest! {
         }
     }
 
+    /// SPEC §2.4: each poll sent yields exactly one record, answered or
+    /// dropped in flight at the end (a cancel, the deadline).
+    #[test]
+    fn each_poll_yields_one_record(
+        policy in poll_policy(),
+        request in poll_request(),
+        seed in any::<u64>(),
+        timeout in timeout(),
+        script in poll_script(0..80),
+    ) {
+        let r = run(policy, request, seed, timeout, &script).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(r.trace.one_record_per_send(), Ok(()));
+    }
+
     /// Same seed, same script → the same trace, action for action, with the
     /// same records and notices.
     #[test]

@@ -61,6 +61,22 @@ proptest! {
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 
+    /// SPEC §2.4: each attempt yields exactly one record, answered or
+    /// dropped in flight at the end (a cancel, the deadline).
+    #[test]
+    fn each_attempt_yields_one_record(
+        policy in retry_policy(),
+        request in request(),
+        seed in any::<u64>(),
+        timeout_ms in 0u64..60_000,
+        script in script(0..40),
+        settle in settle(),
+    ) {
+        let r = run(policy, request, seed, Duration::from_millis(timeout_ms), &script, settle);
+        let trace = r.map_err(TestCaseError::fail)?;
+        prop_assert_eq!(trace.one_record_per_send(), Ok(()));
+    }
+
     /// Same seed, same script → the same trace, action for action.
     #[test]
     fn same_seed_same_trace(

@@ -234,6 +234,50 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// SPEC §2.4, each attempt yields one record: every send of a run that
+    /// stopped has exactly one record with its id (an answered one, or one
+    /// dropped in flight when the machine stopped), and no record names
+    /// another id. Counted here from the trace alone.
+    ///
+    /// # Errors
+    ///
+    /// The ids sent and the ids recorded, when they differ.
+    ///
+    /// ```
+    /// use polite_testing::{Scripted, Simulator, origin};
+    /// use polite_core::{Method, RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64};
+    /// use std::time::Duration;
+    /// let t0 = origin();
+    /// let m = RetryMachine::new(RetryPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                           SplitMix64::new(1), t0, Duration::from_secs(10)).unwrap();
+    /// // A 503, then a send still in flight when the caller cancels.
+    /// let trace = Simulator::new(t0)
+    ///     .replies([Scripted::status(503), Scripted::status(200).after(Duration::from_secs(60))])
+    ///     .cancel_at(t0 + Duration::from_secs(5))
+    ///     .run(m)
+    ///     .unwrap();
+    /// assert_eq!(trace.records.len(), 2);
+    /// assert_eq!(trace.one_record_per_send(), Ok(()));
+    /// ```
+    pub fn one_record_per_send(&self) -> Result<(), String> {
+        let mut sent: Vec<_> = self
+            .sends()
+            .map(|(_, p)| (p.id.item, p.id.attempt))
+            .collect();
+        let mut recorded: Vec<_> = self
+            .records
+            .iter()
+            .map(|r| (r.id.item, r.id.attempt))
+            .collect();
+        sent.sort_unstable();
+        recorded.sort_unstable();
+        if sent == recorded {
+            Ok(())
+        } else {
+            Err(format!("sent {sent:?}, recorded {recorded:?}"))
+        }
+    }
+
     /// The sends with their instants.
     pub fn sends(&self) -> impl Iterator<Item = (Instant, SendPlan)> + '_ {
         self.steps.iter().filter_map(|s| match s.action {

@@ -212,6 +212,10 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                     self.now,
                     Event::Cancel,
                 );
+                // Its attempt in flight, dropped unanswered: its record.
+                if let Some(r) = item.state.take_record() {
+                    self.dropped.push(r);
+                }
                 self.end(i, Outcome::Cancelled);
             }
         }
@@ -231,6 +235,14 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                     Wait::Restart { ended, .. } => ended,
                     _ => Outcome::TimedOut { needed: None },
                 };
+                // Its attempt in flight, dropped unanswered: its record.
+                let state = &mut self.at_mut(i).state;
+                if state.in_flight() {
+                    state.finish(o);
+                    if let Some(r) = state.take_record() {
+                        self.dropped.push(r);
+                    }
+                }
                 self.end(i, o);
             }
         }

@@ -286,6 +286,10 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     cancelled: bool,
     stopped: Option<Outcome>,
     record: Option<AttemptRecord>,
+    /// The records of the attempts in flight when the batch ended (a
+    /// cancel, the deadline), dropped unanswered: handed out after
+    /// `record`, last first. Empty (no allocation) until then.
+    dropped: Vec<AttemptRecord>,
 }
 
 impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
@@ -399,6 +403,7 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
             cancelled: false,
             stopped: None,
             record: None,
+            dropped: Vec::new(),
         })
     }
 
@@ -525,6 +530,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             cancelled: self.cancelled,
             stopped: self.stopped,
             record: self.record,
+            dropped: self.dropped,
         }
     }
 
@@ -723,8 +729,10 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     }
 
     /// The record of the last answered attempt, once. Each `handle` call
-    /// concerns one item and produces at most one record; `record.id.item`
-    /// names the item.
+    /// concerns one item and produces at most one record, except the one
+    /// that ends the batch (a cancel, the deadline): then one more per
+    /// attempt dropped in flight (`Aborted`, with its item's outcome; call
+    /// until `None`). `record.id.item` names the item.
     ///
     /// ```
     /// # use polite_core::{Action, BatchMachine, BatchPolicy, Event, Method, Outcome, RequestId,
@@ -742,7 +750,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// assert_eq!(batch.take_record(), None);
     /// ```
     pub fn take_record(&mut self) -> Option<AttemptRecord> {
-        self.record.take()
+        self.record.take().or_else(|| self.dropped.pop())
     }
 
     /// Each item's outcome, in input order: `None` while it has not ended.

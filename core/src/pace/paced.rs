@@ -323,6 +323,17 @@ impl<M: Machine, P: Pace> Paced<M, P> {
         };
         self.inner.handle(now, event);
         if let Some(record) = self.inner.take_record() {
+            if answered.is_none() {
+                // A send the machine dropped at its end (a cancel, the
+                // deadline): an attempt's record, unless the pace still
+                // held that send (never sent: no attempt). Nothing was
+                // answered, so the pace hears nothing.
+                let held = |p: &SendPlan| p.id == record.id;
+                if !(self.held.as_ref().is_some_and(held) || self.more.iter().any(held)) {
+                    self.record = Some(record);
+                }
+                return;
+            }
             after_answer(
                 &mut self.pace,
                 &self.limits,

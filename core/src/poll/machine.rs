@@ -7,12 +7,12 @@ use rand_core::Rng;
 
 use crate::backoff;
 use crate::decide::{Spent, deadline_after, later};
-use crate::input::{Event, Reply, Response, RetryClass, SendId};
+use crate::input::{Event, Reply, Response, RetryClass, SendId, TransportErrorKind};
 use crate::machine::Machine;
 use crate::outcome::Outcome;
 use crate::output::{Action, Notice, SendPlan};
 use crate::policy::PolicyError;
-use crate::record::AttemptRecord;
+use crate::record::{AttemptRecord, RetryAfterNote};
 use crate::request::RequestInfo;
 
 use super::policy::PollPolicy;
@@ -68,7 +68,7 @@ enum Phase {
 /// every `Send` carries `long_poll: Some(n)` in long-poll mode (the adapter
 /// adds `?{wait_param}=n`, see [`wait_param`](Self::wait_param)) and `None`
 /// in backoff mode. [`take_record`](Self::take_record) gives the
-/// [`AttemptRecord`] of each answered poll; [`take_notice`](Self::take_notice)
+/// [`AttemptRecord`] of each poll sent; [`take_notice`](Self::take_notice)
 /// the one-time [`Notice`] when the machine falls back to backoff.
 ///
 /// **How it polls**:
@@ -172,7 +172,8 @@ enum Phase {
 ///   not a re-send, so even a non-replayable poll (a `POST` status query)
 ///   keeps polling; only a *failed* non-replayable poll is never re-sent
 ///   (`NotReplayable`).
-/// * *Attempt records*: one per answered poll; a pending answer's record
+/// * *Attempt records*: one per poll sent (a poll in flight when a cancel
+///   or the deadline ends the wait: `Aborted`, with the outcome); a pending answer's record
 ///   carries the next poll's [`PlannedDelay`](crate::record::PlannedDelay) with
 ///   [`DelaySource::Schedule`](crate::record::DelaySource::Schedule) (zero for an immediate re-poll), or
 ///   `RetryAfter` / `Clamp` when the server's delay was longer.
@@ -434,7 +435,7 @@ impl<R: Rng> PollMachine<R> {
         }
         match event {
             Event::Cancel => {
-                self.finish(Outcome::Cancelled);
+                self.end_unanswered(Outcome::Cancelled);
                 return;
             }
             Event::Tick => {}
@@ -448,7 +449,7 @@ impl<R: Rng> PollMachine<R> {
         }
         match self.phase {
             Phase::Done(_) => {}
-            _ if now >= self.deadline => self.finish(Outcome::TimedOut { needed: None }),
+            _ if now >= self.deadline => self.end_unanswered(Outcome::TimedOut { needed: None }),
             Phase::Waiting(at) if now >= at => self.phase = Phase::Ready,
             _ => {}
         }
@@ -456,6 +457,26 @@ impl<R: Rng> PollMachine<R> {
 
     fn finish(&mut self, outcome: Outcome) {
         self.phase = Phase::Done(outcome);
+    }
+
+    /// Ends the wait with `outcome` with no answer to act on (a cancel, the
+    /// deadline). A poll still in flight then is dropped unanswered and
+    /// yields its record now (SPEC §2.4: each attempt yields one):
+    /// `Aborted`, with the outcome.
+    fn end_unanswered(&mut self, outcome: Outcome) {
+        if let Phase::InFlight(attempt) = self.phase {
+            self.record = AttemptRecord {
+                request: self.request.id,
+                id: SendId { item: 0, attempt },
+                reply: Reply::Transport(TransportErrorKind::Aborted),
+                class: None,
+                retry_after: RetryAfterNote::Absent,
+                next: None,
+                outcome: Some(outcome),
+            };
+            self.record_fresh = true;
+        }
+        self.finish(outcome);
     }
 
     /// What to do next. Call after construction and after every `handle`
@@ -589,8 +610,9 @@ impl<R: Rng> PollMachine<R> {
     }
 
     /// The record of the last answered poll, once (later calls give `None`
-    /// until another poll is answered). Records hold no header values, URLs
-    /// or bodies.
+    /// until another poll is answered; a poll in flight when a cancel or
+    /// the deadline ends the wait yields its record then). Records hold no
+    /// header values, URLs or bodies.
     ///
     /// ```
     /// use polite_core::{Action, Event, Method, PollMachine, PollPolicy, RequestId, RequestInfo,

@@ -35,7 +35,8 @@ use crate::request::RequestInfo;
 /// **Inputs**: [`handle`](Self::handle)`(now, event)` with an [`Event`].
 /// **Outputs**: [`poll_action`](Self::poll_action) answers an [`Action`];
 /// [`take_record`](Self::take_record) the [`AttemptRecord`] of the last
-/// answered attempt.
+/// answered attempt (or of the attempt dropped in flight when a cancel or
+/// the deadline ends the request: one record per attempt, SPEC §2.4).
 ///
 /// **Invariants** (checked by property tests):
 /// * every `SleepUntil(t)` has `t <= deadline`; every send happens before
@@ -215,7 +216,9 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
     }
 
     /// The record of the last answered attempt, once (later calls give
-    /// `None` until another attempt is answered).
+    /// `None` until another attempt is answered). An attempt still in
+    /// flight when a cancel or the deadline ends the request yields its
+    /// record then: `Reply::Transport(Aborted)`, with the outcome.
     pub fn take_record(&mut self) -> Option<AttemptRecord> {
         self.state.take_record()
     }

@@ -9,7 +9,7 @@ use rand_core::Rng;
 use crate::backoff;
 use crate::budget::RetryBudget;
 use crate::decide::{Spent, Verdict, classified, judge_with, later, over_backoff};
-use crate::input::{Event, Reply, Response, RetryClass, SendId};
+use crate::input::{Event, Reply, Response, RetryClass, SendId, TransportErrorKind};
 use crate::outcome::Outcome;
 use crate::output::{Action, SendPlan};
 use crate::policy::{BackoffExponent, Jitter, RetryPolicy};
@@ -312,7 +312,21 @@ impl RetryState {
         }
     }
 
-    fn finish(&mut self, outcome: Outcome) {
+    /// Ends the request with `outcome`. An attempt still in flight then
+    /// (a cancel, the deadline) is dropped unanswered and yields its record
+    /// now (SPEC §2.4: each attempt yields one): `Aborted`, with the
+    /// outcome.
+    pub(crate) fn finish(&mut self, outcome: Outcome) {
+        if let Phase::InFlight(id) = self.phase {
+            self.record_fresh = true;
+            let record = &mut self.record;
+            record.id.attempt = id.attempt;
+            record.reply = Reply::Transport(TransportErrorKind::Aborted);
+            record.class = None;
+            record.retry_after = RetryAfterNote::Absent;
+            record.next = None;
+            record.outcome = Some(outcome);
+        }
         self.phase = Phase::Done(outcome);
     }
 
