@@ -806,12 +806,17 @@ where
                 // The client's rules were checked when it was built; a
                 // call's own are checked now (a bad one is its error).
                 let machine = match &call.own_retry {
-                    Some(own) => RetryMachine::new(*own, info, rng, call.now, call.timeout)?,
-                    None => {
-                        RetryMachine::checked(&self.shared.retry, info, rng, call.now, call.timeout)
-                    }
-                }
-                .with_budget(call.budget());
+                    Some(own) => RetryMachine::new(*own, info, rng, call.now, call.timeout)?
+                        .with_budget(call.budget()),
+                    None => RetryMachine::checked(
+                        &self.shared.retry,
+                        info,
+                        rng,
+                        call.now,
+                        call.timeout,
+                        call.budget(),
+                    ),
+                };
                 self.drive_one(
                     transport,
                     machine,
