@@ -83,11 +83,34 @@ impl ReadWhole {
                 ..policy
             });
             None
-        } else if request_info(0, request).is_replayable() {
-            Some(ReadWhole::of(options.retry.as_ref().unwrap_or(default)))
         } else {
-            None
+            ReadWhole::for_request(options.retry.as_ref(), default, request)
         }
+    }
+
+    /// [`for_call`](Self::for_call) for a body that is not sent once, by
+    /// the call's own rules `retry` (`None`: `default`), without a
+    /// [`CallOptions`] to change: for a call that has none, none is made.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use polite_client::ReadWhole;
+    /// use polite_core::RetryPolicy;
+    ///
+    /// let get = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// assert!(ReadWhole::for_request(None, &RetryPolicy::default(), &get).is_some_and(|r| r.wants(503)));
+    /// let post = http::Request::post("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// assert!(ReadWhole::for_request(None, &RetryPolicy::default(), &post).is_none());
+    /// ```
+    #[must_use]
+    pub fn for_request(
+        retry: Option<&RetryPolicy>,
+        default: &RetryPolicy,
+        request: &http::Request<Bytes>,
+    ) -> Option<ReadWhole> {
+        request_info(0, request)
+            .is_replayable()
+            .then(|| ReadWhole::of(retry.unwrap_or(default)))
     }
 
     /// Whether an answer of `status` is read whole: as
