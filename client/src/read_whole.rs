@@ -125,6 +125,42 @@ impl ReadWhole {
 mod tests {
     use super::*;
 
+    /// `for_request` reads whole what `for_call` reads for a body not sent
+    /// once, by the call's own rules or the client's, and `for_call`
+    /// leaves such a call's options as they were.
+    #[test]
+    fn for_request_is_for_call_without_options() {
+        let custom = RetryPolicy {
+            rate_limited_statuses: StatusSet::of(&[420]),
+            server_error_statuses: StatusSet::of(&[599]),
+            ..RetryPolicy::default()
+        };
+        let requests = [
+            http::Request::get("http://127.0.0.1/").body(Bytes::new()),
+            http::Request::post("http://127.0.0.1/").body(Bytes::new()),
+            http::Request::post("http://127.0.0.1/")
+                .header("idempotency-key", "k")
+                .body(Bytes::new()),
+        ];
+        for request in requests.map(Result::unwrap) {
+            for own in [None, Some(custom)] {
+                let mut options = CallOptions {
+                    retry: own,
+                    ..CallOptions::default()
+                };
+                let a = ReadWhole::for_call(&mut options, &RetryPolicy::default(), &request, false);
+                let b = ReadWhole::for_request(own.as_ref(), &RetryPolicy::default(), &request);
+                assert_eq!(options.retry, own);
+                assert_eq!(a.is_some(), b.is_some());
+                if let (Some(a), Some(b)) = (a, b) {
+                    for status in 0..=1000 {
+                        assert_eq!(a.wants(status), b.wants(status), "{status}");
+                    }
+                }
+            }
+        }
+    }
+
     /// An attempt reads whole exactly the answers its retry rules class
     /// (what `RetryPolicy::class_of` says), for the default rules and for
     /// rules of other statuses.
