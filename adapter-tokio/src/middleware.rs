@@ -367,8 +367,6 @@ where
             .get::<CallOptions>()
             .or_else(|| parts.extensions.get::<CallOptions>())
             .cloned();
-        let own_options = given.is_some();
-        let mut options = given.unwrap_or_default();
         let (template, first, request_extensions) = match buffered {
             Some(bytes) => {
                 // Kept for the attempts not sent from `proto`; polite's copy
@@ -385,9 +383,21 @@ where
             }
         };
         let once = matches!(first, First::Once(_));
-        let read_whole =
-            ReadWhole::for_call(&mut options, &self.client.config().retry, &template, once);
-        let options = (own_options || once).then(|| Box::new(options));
+        let default = &self.client.config().retry;
+        // A `CallOptions` only for a call that has its own or a body sent
+        // once (whose rules change): else none is made.
+        let (options, read_whole) = match given {
+            Some(mut options) => {
+                let read_whole = ReadWhole::for_call(&mut options, default, &template, once);
+                (Some(Box::new(options)), read_whole)
+            }
+            None if once => {
+                let mut options = CallOptions::default();
+                let read_whole = ReadWhole::for_call(&mut options, default, &template, true);
+                (Some(Box::new(options)), read_whole)
+            }
+            None => (None, ReadWhole::for_request(None, default, &template)),
+        };
         Ok(Prepared {
             uri_text: UriText::of(template.uri()),
             template,

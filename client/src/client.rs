@@ -13,8 +13,8 @@ use bytes::Bytes;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
 use polite_core::record::AttemptRecord;
 use polite_core::{
-    BatchMachine, Method, Notice, Outcome, Paced, PollMachine, PollPolicy, RequestId, RequestInfo,
-    RetryMachine, RetryPolicy, SplitMix64,
+    BatchMachine, CheckedRetryPolicy, Method, Notice, Outcome, Paced, PollMachine, PollPolicy,
+    RequestId, RequestInfo, RetryMachine, RetryPolicy, SplitMix64,
 };
 
 use crate::answer::HttpAnswer;
@@ -60,6 +60,9 @@ pub struct Client<R, T> {
 struct Shared<T> {
     transport: T,
     config: Config,
+    /// `config.retry`, checked once (the calls without retry rules of
+    /// their own make their machines from it).
+    retry: CheckedRetryPolicy,
     /// `config.poll_policy()`, made once: the waits that keep the client's
     /// retry rules share it.
     poll_policy: Arc<PollPolicy>,
@@ -166,7 +169,7 @@ where
     /// [`Error::Policy`] for a policy that makes no sense,
     /// [`Error::Config`] for a bad long-poll parameter name.
     pub fn with_transport(transport: T, config: Config) -> Result<Self, Error> {
-        config.retry.validate()?;
+        let retry = CheckedRetryPolicy::new(config.retry)?;
         let poll_policy = Arc::new(config.poll_policy());
         poll_policy.validate()?;
         if !crate::io::valid_param_name(config.wait.wait_param) {
@@ -181,6 +184,7 @@ where
             shared: Arc::new(Shared {
                 transport,
                 config,
+                retry,
                 poll_policy,
                 paces,
                 ids: AtomicU64::new(1),
@@ -661,7 +665,7 @@ where
         let pace = call.pace();
         let meter = CallMeter::start(call.kind, &call.key, &pace, now);
         let mut machine = Paced::new(machine, meter.pace(pace), now)
-            .retry_after_limits(call.retry.retry_after)
+            .retry_after_limits(call.retry(config).retry_after)
             .rate_limit_headers(config.rate_limit_headers);
         let mut classify = Both {
             client: config.classify.as_ref(),
@@ -713,34 +717,37 @@ where
         request: &http::Request<Bytes>,
         now: std::time::Instant,
     ) -> Started {
-        self.start_with(kind, request, CallOptions::of(request), now)
+        self.start_with(kind, request, request.extensions().get(), now)
     }
 
-    /// [`start`](Self::start) with the call's options given.
+    /// [`start`](Self::start) with the call's options given (`None`: it
+    /// has none). By reference: only what the call keeps of them is
+    /// copied.
     fn start_with(
         &self,
         kind: &'static str,
         request: &http::Request<Bytes>,
-        options: CallOptions,
+        options: Option<&CallOptions>,
         now: std::time::Instant,
     ) -> Started {
         let paces = &self.shared.paces;
-        let key = options
-            .pace_key
-            .clone()
-            .unwrap_or_else(|| paces.key_of(request));
+        let key = match options.and_then(|o| o.pace_key.as_ref()) {
+            Some(key) => key.clone(),
+            None => paces.key_of(request),
+        };
         let (pace, budget) = paces.entry(&key, now);
         Started {
             id: self.next_id(),
             now,
-            own_retry: options.retry.is_some(),
-            retry: options.retry.unwrap_or(self.shared.config.retry),
-            timeout: options.timeout.unwrap_or(self.shared.config.timeout),
+            own_retry: options.and_then(|o| o.retry),
+            timeout: options
+                .and_then(|o| o.timeout)
+                .unwrap_or(self.shared.config.timeout),
             pace,
             budget,
             key,
             kind,
-            label: options.label,
+            label: options.and_then(|o| o.label.clone()),
         }
     }
 
@@ -787,24 +794,29 @@ where
     {
         async move {
             let clock = R::clock();
-            let options = match options {
-                Some(options) => options.clone(),
-                None => CallOptions::of(&request),
-            };
             let mut no_jobs = NoJobs;
             // `call` in a block of its own: it is borrowed here, and a
             // local once borrowed is kept in the future until its scope
             // ends, even moved (376 bytes across the whole call).
             let ended = {
+                let options = options.or_else(|| request.extensions().get());
                 let call = self.start_with("send", &request, options, clock.now());
-                let machine = RetryMachine::new(
-                    call.retry,
-                    request_info(call.id, &request),
-                    self.rng(call.id),
-                    call.now,
-                    call.timeout,
-                )?
-                .with_budget(call.budget());
+                let info = request_info(call.id, &request);
+                let rng = self.rng(call.id);
+                // The client's rules were checked when it was built; a
+                // call's own are checked now (a bad one is its error).
+                let machine = match &call.own_retry {
+                    Some(own) => RetryMachine::new(*own, info, rng, call.now, call.timeout)?
+                        .with_budget(call.budget()),
+                    None => RetryMachine::checked(
+                        &self.shared.retry,
+                        info,
+                        rng,
+                        call.now,
+                        call.timeout,
+                        call.budget(),
+                    ),
+                };
                 self.drive_one(
                     transport,
                     machine,
@@ -831,9 +843,9 @@ where
         async move {
             let clock = R::clock();
             let call = self.start("wait", &request, clock.now());
-            let policy = if call.own_retry {
+            let policy = if let Some(retry) = call.own_retry {
                 Arc::new(PollPolicy {
-                    retry: call.retry,
+                    retry,
                     ..self.shared.config.poll_policy()
                 })
             } else {
@@ -1068,9 +1080,9 @@ impl Observe for Tracing<'_> {
 struct Started {
     id: u64,
     now: std::time::Instant,
-    retry: RetryPolicy,
-    /// `retry` is the call's own (from its [`CallOptions`]).
-    own_retry: bool,
+    /// The call's own retry rules (from its [`CallOptions`]); `None`:
+    /// the client's.
+    own_retry: Option<RetryPolicy>,
     timeout: Duration,
     /// The key's pace and retry budget (one lookup).
     pace: Arc<Mutex<ClientPace>>,
@@ -1082,6 +1094,11 @@ struct Started {
 }
 
 impl Started {
+    /// The call's retry rules: its own, or the client's (`config`).
+    fn retry<'a>(&'a self, config: &'a Config) -> &'a RetryPolicy {
+        self.own_retry.as_ref().unwrap_or(&config.retry)
+    }
+
     fn pace(&self) -> Arc<Mutex<ClientPace>> {
         Arc::clone(&self.pace)
     }

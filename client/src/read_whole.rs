@@ -83,11 +83,34 @@ impl ReadWhole {
                 ..policy
             });
             None
-        } else if request_info(0, request).is_replayable() {
-            Some(ReadWhole::of(options.retry.as_ref().unwrap_or(default)))
         } else {
-            None
+            ReadWhole::for_request(options.retry.as_ref(), default, request)
         }
+    }
+
+    /// [`for_call`](Self::for_call) for a body that is not sent once, by
+    /// the call's own rules `retry` (`None`: `default`), without a
+    /// [`CallOptions`] to change: for a call that has none, none is made.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use polite_client::ReadWhole;
+    /// use polite_core::RetryPolicy;
+    ///
+    /// let get = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// assert!(ReadWhole::for_request(None, &RetryPolicy::default(), &get).is_some_and(|r| r.wants(503)));
+    /// let post = http::Request::post("http://127.0.0.1/").body(Bytes::new()).unwrap();
+    /// assert!(ReadWhole::for_request(None, &RetryPolicy::default(), &post).is_none());
+    /// ```
+    #[must_use]
+    pub fn for_request(
+        retry: Option<&RetryPolicy>,
+        default: &RetryPolicy,
+        request: &http::Request<Bytes>,
+    ) -> Option<ReadWhole> {
+        request_info(0, request)
+            .is_replayable()
+            .then(|| ReadWhole::of(retry.unwrap_or(default)))
     }
 
     /// Whether an answer of `status` is read whole: as
@@ -101,6 +124,42 @@ impl ReadWhole {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `for_request` reads whole what `for_call` reads for a body not sent
+    /// once, by the call's own rules or the client's, and `for_call`
+    /// leaves such a call's options as they were.
+    #[test]
+    fn for_request_is_for_call_without_options() {
+        let custom = RetryPolicy {
+            rate_limited_statuses: StatusSet::of(&[420]),
+            server_error_statuses: StatusSet::of(&[599]),
+            ..RetryPolicy::default()
+        };
+        let requests = [
+            http::Request::get("http://127.0.0.1/").body(Bytes::new()),
+            http::Request::post("http://127.0.0.1/").body(Bytes::new()),
+            http::Request::post("http://127.0.0.1/")
+                .header("idempotency-key", "k")
+                .body(Bytes::new()),
+        ];
+        for request in requests.map(Result::unwrap) {
+            for own in [None, Some(custom)] {
+                let mut options = CallOptions {
+                    retry: own,
+                    ..CallOptions::default()
+                };
+                let a = ReadWhole::for_call(&mut options, &RetryPolicy::default(), &request, false);
+                let b = ReadWhole::for_request(own.as_ref(), &RetryPolicy::default(), &request);
+                assert_eq!(options.retry, own);
+                assert_eq!(a.is_some(), b.is_some());
+                if let (Some(a), Some(b)) = (a, b) {
+                    for status in 0..=1000 {
+                        assert_eq!(a.wants(status), b.wants(status), "{status}");
+                    }
+                }
+            }
+        }
+    }
 
     /// An attempt reads whole exactly the answers its retry rules class
     /// (what `RetryPolicy::class_of` says), for the default rules and for

@@ -509,10 +509,18 @@ where
     T::Sending: Unpin,
 {
     let template = http::Request::from_parts(parts, bytes);
-    let mut options = CallOptions::of(&template);
-    let read_whole =
-        ReadWhole::for_call(&mut options, &layer.client.config().retry, &template, once);
-    let options = once.then(|| Box::new(options));
+    let default = &layer.client.config().retry;
+    let (options, read_whole) = if once {
+        let mut options = CallOptions::of(&template);
+        let read_whole = ReadWhole::for_call(&mut options, default, &template, true);
+        (Some(Box::new(options)), read_whole)
+    } else {
+        // The request's own options, read where they are (as `send_with`
+        // reads them): none is copied or made.
+        let own = template.extensions().get::<CallOptions>();
+        let retry = own.and_then(|o| o.retry.as_ref());
+        (None, ReadWhole::for_request(retry, default, &template))
+    };
     Prepared {
         extensions: template.extensions().clone(),
         template,

@@ -312,6 +312,59 @@ fn call_options_override_the_budget_the_retry_rules_and_the_pace_key() {
     assert_eq!(script.sent()[1].0, t0);
 }
 
+/// The client's retry rules are checked once, when it is built; a call's
+/// own rules are still checked when the call starts: a bad one is that
+/// call's `Error::Policy` (nothing sent), and the next call without rules
+/// of its own runs on the client's.
+#[test]
+fn retry_rules_are_checked_when_the_client_is_built_and_a_call_s_own_when_it_starts() {
+    let mut bad = quiet().retry;
+    bad.backoff.base = Duration::ZERO;
+    let config = Config {
+        retry: bad,
+        ..quiet()
+    };
+    let err = Client::<Sim, Script>::with_transport(Script::default(), config).unwrap_err();
+    assert!(matches!(err, polite_client::Error::Policy(_)), "{err}");
+    assert!(err.to_string().contains("backoff.base"), "{err}");
+
+    let script = Script::of(&[(503, &[], ""), (200, &[], ""), (200, &[], "")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let with_bad_rules = || {
+        let mut request = get("/a");
+        request
+            .extensions_mut()
+            .insert(CallOptions::new().retry(bad));
+        request
+    };
+    let err = client.send(with_bad_rules()).unwrap_err();
+    assert!(matches!(err, polite_client::Error::Policy(_)), "{err}");
+    assert!(script.sent().is_empty(), "{:?}", script.sent());
+    // Given beside the request (middleware's way) as well.
+    let options = CallOptions::new().retry(bad);
+    let err = client
+        .send_via_with(&script, get("/a"), &options)
+        .unwrap_err();
+    assert!(matches!(err, polite_client::Error::Policy(_)), "{err}");
+    assert!(script.sent().is_empty(), "{:?}", script.sent());
+    // A wait's own rules too.
+    let mut job = JsonJob::new("status");
+    let err = client.wait(with_bad_rules(), &mut job).unwrap_err();
+    assert!(matches!(err, polite_client::Error::Policy(_)), "{err}");
+    assert!(script.sent().is_empty(), "{:?}", script.sent());
+    // The client's own rules: the 503 is retried.
+    assert!(client.send(get("/a")).is_ok());
+    assert_eq!(script.sent().len(), 2);
+    // A call's own good rules are its own: no retry of anything.
+    let mut none = quiet().retry;
+    none.max_retries.server_error = 0;
+    let script = Script::of(&[(503, &[], ""), (200, &[], "")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let options = CallOptions::new().retry(none);
+    assert!(client.send_via_with(&script, get("/a"), &options).is_err());
+    assert_eq!(script.sent().len(), 1);
+}
+
 #[test]
 fn the_retry_budget_is_shared_by_the_calls_to_one_origin() {
     // 30 tokens: two server-error retries (14 each), then none.

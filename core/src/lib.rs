@@ -270,5 +270,5 @@ pub use poll::machine::PollMachine;
 pub use poll::policy::PollPolicy;
 pub use rand_core;
 pub use request::{Method, RequestId, RequestInfo};
-pub use retry::RetryMachine;
+pub use retry::{CheckedRetryPolicy, RetryMachine};
 pub use rng::SplitMix64;

@@ -10,7 +10,7 @@ mod state;
 
 pub(crate) use state::RetryState;
 
-use state::FastPath;
+use state::{FastPath, FastPolicy};
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,53 @@ use crate::output::Action;
 use crate::policy::{PolicyError, RetryPolicy};
 use crate::record::AttemptRecord;
 use crate::request::RequestInfo;
+
+/// A [`RetryPolicy`] checked once ([`RetryPolicy::validate`]), with what
+/// the machines' fast path needs of it worked out once: for a client that
+/// makes a [`RetryMachine`] per call under one policy
+/// ([`RetryMachine::checked`]), instead of checking and working it out
+/// per call as [`RetryMachine::new`] does. The policy cannot be changed
+/// afterwards (check a changed policy anew).
+///
+/// ```
+/// use polite_core::{CheckedRetryPolicy, RetryPolicy};
+/// use polite_core::policy::StatusSet;
+///
+/// let checked = CheckedRetryPolicy::new(RetryPolicy::default()).unwrap();
+/// assert_eq!(*checked.policy(), RetryPolicy::default());
+/// let overlapping = RetryPolicy {
+///     server_error_statuses: StatusSet::of(&[429, 503]),
+///     ..RetryPolicy::default()
+/// };
+/// assert!(CheckedRetryPolicy::new(overlapping).is_err());
+/// ```
+#[derive(Clone, Debug)]
+pub struct CheckedRetryPolicy {
+    policy: RetryPolicy,
+    fast: FastPolicy,
+}
+
+impl CheckedRetryPolicy {
+    /// `policy`, checked.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError`] when the policy makes no sense (as
+    /// [`RetryPolicy::validate`]).
+    pub fn new(policy: RetryPolicy) -> Result<Self, PolicyError> {
+        policy.validate()?;
+        Ok(CheckedRetryPolicy {
+            fast: FastPolicy::new(&policy),
+            policy,
+        })
+    }
+
+    /// The policy.
+    #[must_use]
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+}
 
 /// One logical request, sent one or more times until it succeeds, is not
 /// worth retrying, runs out of retries, runs out of time, or is cancelled.
@@ -171,6 +218,45 @@ impl<R: Rng, B: RetryBudget> RetryMachine<R, B> {
             fast: self.fast,
             state: self.state,
             rng: self.rng,
+            budget,
+        }
+    }
+
+    /// [`new`](Self::new) under a policy checked once, drawing from
+    /// `budget` ([`with_budget`](Self::with_budget)): the same machine,
+    /// without checking the policy again (so without an error), built
+    /// with its budget in place (one move of the machine fewer).
+    ///
+    /// ```
+    /// use polite_core::{CheckedRetryPolicy, Method, RequestId, RequestInfo, RetryMachine,
+    ///                   RetryPolicy, SplitMix64};
+    /// use polite_core::budget::NoBudget;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let policy = CheckedRetryPolicy::new(RetryPolicy::default()).unwrap();
+    /// let t0 = Instant::now();
+    /// for id in 1..=3 {
+    ///     let m = RetryMachine::checked(&policy, RequestInfo::new(RequestId(id), Method::Get),
+    ///         SplitMix64::new(id), t0, Duration::from_secs(30), NoBudget);
+    ///     assert_eq!(m.policy(), policy.policy());
+    /// }
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn checked(
+        policy: &CheckedRetryPolicy,
+        request: RequestInfo,
+        rng: R,
+        now: Instant,
+        timeout: Duration,
+        budget: B,
+    ) -> Self {
+        let deadline = deadline_after(now, timeout);
+        RetryMachine {
+            fast: FastPath::of(&policy.fast, &request, now, deadline),
+            state: RetryState::new(&policy.policy, request, 0, now, deadline),
+            policy: policy.policy,
+            rng,
             budget,
         }
     }
@@ -546,6 +632,44 @@ mod fast_path_tests {
             );
         }
         Ok((taken, answers))
+    }
+
+    proptest! {
+        /// A policy checked once makes the machine `new` makes (the same
+        /// fast path, state, policy and draws, compared by their `Debug`),
+        /// and refuses what `validate` refuses.
+        #[test]
+        fn a_checked_policy_makes_the_machine_new_makes(
+            policy in policy(),
+            request in request(),
+            timeout_ms in 0u64..30_000,
+            seed in any::<u64>(),
+        ) {
+            let t0 = origin();
+            let timeout = Duration::from_millis(timeout_ms);
+            match super::CheckedRetryPolicy::new(policy) {
+                Err(e) => prop_assert_eq!(Err(e), policy.validate()),
+                Ok(checked) => {
+                    prop_assert_eq!(checked.policy(), &policy);
+                    let new = RetryMachine::new(policy, request, SplitMix64::new(seed), t0, timeout)
+                        .unwrap();
+                    let made = RetryMachine::checked(
+                        &checked,
+                        request,
+                        SplitMix64::new(seed),
+                        t0,
+                        timeout,
+                        crate::budget::NoBudget,
+                    );
+                    prop_assert_eq!(format!("{new:?}"), format!("{made:?}"));
+                    let bucket = || RetryBucket::new(7, RetryCosts::default());
+                    let new = new.with_budget(bucket());
+                    let made =
+                        RetryMachine::checked(&checked, request, SplitMix64::new(seed), t0, timeout, bucket());
+                    prop_assert_eq!(format!("{new:?}"), format!("{made:?}"));
+                }
+            }
+        }
     }
 
     /// Also counts the answers the fast path took: a test whose scripts

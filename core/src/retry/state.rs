@@ -72,6 +72,15 @@ struct FastBackoff {
 }
 
 impl FastBackoff {
+    /// The backoff of a fast path that is off (never drawn from).
+    const OFF: FastBackoff = FastBackoff {
+        base: 0,
+        cap: 0,
+        multiplier: 1,
+        jitter: Jitter::None,
+        full: false,
+    };
+
     fn of(b: &crate::policy::Backoff) -> Option<FastBackoff> {
         let cap = backoff::small_nanos(b.cap)?;
         Some(FastBackoff {
@@ -139,6 +148,62 @@ pub(crate) struct FastPath {
     linger: bool,
 }
 
+/// The half of a [`FastPath`] that only its policy decides, worked out
+/// once per policy ([`CheckedRetryPolicy`](crate::CheckedRetryPolicy)):
+/// [`FastPath::of`] adds a request's and a machine's instants.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastPolicy {
+    /// The policy's part of [`FastPath::on`].
+    on: bool,
+    /// [`FastPath::codes`] when on.
+    codes: [u8; CODED],
+    max: [u32; 2],
+    /// [`FastPath::backoff`] when on.
+    backoff: [FastBackoff; 2],
+    /// [`FastPath::longest`] when on.
+    longest: [u64; 2],
+    min: u64,
+    auto_wait_cap_secs: u64,
+    linger: bool,
+}
+
+impl FastPolicy {
+    /// The policy's half of the fast path's constants: as
+    /// [`FastPath::new`] works them out.
+    pub(crate) fn new(policy: &RetryPolicy) -> FastPolicy {
+        let rl = policy.rate_limited_statuses.bits();
+        let se = policy.server_error_statuses.bits();
+        let codes = if rl == DEFAULT_STATUSES.0 && se == DEFAULT_STATUSES.1 {
+            DEFAULT_CODES
+        } else {
+            codes_of(rl, se)
+        };
+        let limited = FastBackoff::of(policy.backoff_of(RetryClass::RateLimited));
+        let server = FastBackoff::of(policy.backoff_of(RetryClass::ServerError));
+        let on = policy.max_total_retries.is_none()
+            && policy.backoff_exponent == BackoffExponent::ClassRetries
+            && policy.retry_after_ms.is_none();
+        let min = backoff::small_nanos(policy.retry_after.min);
+        let (on, backoff) = match (limited, server) {
+            (Some(l), Some(s)) if on && min.is_some() => (true, [l, s]),
+            _ => (false, [FastBackoff::OFF; 2]),
+        };
+        FastPolicy {
+            on,
+            codes: if on { codes } else { NO_CODES },
+            max: [
+                policy.max_retries.of(RetryClass::RateLimited),
+                policy.max_retries.of(RetryClass::ServerError),
+            ],
+            backoff,
+            longest: [backoff[0].longest(), backoff[1].longest()],
+            min: min.unwrap_or(0),
+            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
+            linger: policy.backoff_when_budget_empty,
+        }
+    }
+}
+
 impl FastPath {
     /// The fast path's constants for `policy` and `request`, for a machine
     /// started at `now` with `deadline`.
@@ -168,16 +233,7 @@ impl FastPath {
         let min = backoff::small_nanos(policy.retry_after.min);
         let (on, backoff) = match (limited, server) {
             (Some(l), Some(s)) if on && min.is_some() => (true, [l, s]),
-            _ => {
-                let off = FastBackoff {
-                    base: 0,
-                    cap: 0,
-                    multiplier: 1,
-                    jitter: Jitter::None,
-                    full: false,
-                };
-                (false, [off, off])
-            }
+            _ => (false, [FastBackoff::OFF; 2]),
         };
         let longest = [backoff[0].longest(), backoff[1].longest()];
         // `now` when the deadline is nearer: every answer the fast path
@@ -201,6 +257,41 @@ impl FastPath {
             min: min.unwrap_or(0),
             auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
             linger: policy.backoff_when_budget_empty,
+        }
+    }
+
+    /// The same constants as [`new`](Self::new), from the policy's half
+    /// worked out once ([`FastPolicy::new`]): what is left per machine is
+    /// the request's part of `on` and the two instants.
+    #[inline]
+    pub(crate) fn of(
+        policy: &FastPolicy,
+        request: &RequestInfo,
+        now: Instant,
+        deadline: Instant,
+    ) -> FastPath {
+        let on = policy.on && request.is_replayable() && request.generation.is_none();
+        let (backoff, longest) = if on {
+            (policy.backoff, policy.longest)
+        } else {
+            ([FastBackoff::OFF; 2], [0, 0])
+        };
+        let roomy = |l: u64| {
+            deadline
+                .checked_sub(Duration::from_nanos(l))
+                .filter(|t| *t > now)
+                .unwrap_or(now)
+        };
+        FastPath {
+            on,
+            codes: if on { policy.codes } else { NO_CODES },
+            max: policy.max,
+            backoff,
+            longest,
+            roomy_until: [roomy(longest[0]), roomy(longest[1])],
+            min: policy.min,
+            auto_wait_cap_secs: policy.auto_wait_cap_secs,
+            linger: policy.linger,
         }
     }
 
