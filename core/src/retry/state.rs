@@ -168,11 +168,13 @@ pub(crate) struct FastPolicy {
 }
 
 impl FastPolicy {
-    /// The policy's half of the fast path's constants: as
-    /// [`FastPath::new`] works them out.
+    /// The policy's half of the fast path's constants.
     pub(crate) fn new(policy: &RetryPolicy) -> FastPolicy {
         let rl = policy.rate_limited_statuses.bits();
         let se = policy.server_error_statuses.bits();
+        // The default classes' table is built at compile time: building it
+        // here cost about 2 k instructions per machine, ten decisions' worth
+        // (BENCHMARKS.md 1.2).
         let codes = if rl == DEFAULT_STATUSES.0 && se == DEFAULT_STATUSES.1 {
             DEFAULT_CODES
         } else {
@@ -207,62 +209,20 @@ impl FastPolicy {
 impl FastPath {
     /// The fast path's constants for `policy` and `request`, for a machine
     /// started at `now` with `deadline`.
+    #[inline]
     pub(crate) fn new(
         policy: &RetryPolicy,
         request: &RequestInfo,
         now: Instant,
         deadline: Instant,
     ) -> FastPath {
-        let rl = policy.rate_limited_statuses.bits();
-        let se = policy.server_error_statuses.bits();
-        // The default classes' table is built at compile time: building it
-        // here cost about 2 k instructions per machine, ten decisions' worth
-        // (BENCHMARKS.md 1.2).
-        let codes = if rl == DEFAULT_STATUSES.0 && se == DEFAULT_STATUSES.1 {
-            DEFAULT_CODES
-        } else {
-            codes_of(rl, se)
-        };
-        let limited = FastBackoff::of(policy.backoff_of(RetryClass::RateLimited));
-        let server = FastBackoff::of(policy.backoff_of(RetryClass::ServerError));
-        let on = request.is_replayable()
-            && request.generation.is_none()
-            && policy.max_total_retries.is_none()
-            && policy.backoff_exponent == BackoffExponent::ClassRetries
-            && policy.retry_after_ms.is_none();
-        let min = backoff::small_nanos(policy.retry_after.min);
-        let (on, backoff) = match (limited, server) {
-            (Some(l), Some(s)) if on && min.is_some() => (true, [l, s]),
-            _ => (false, [FastBackoff::OFF; 2]),
-        };
-        let longest = [backoff[0].longest(), backoff[1].longest()];
-        // `now` when the deadline is nearer: every answer the fast path
-        // takes is at or after the start (not before the latest `now`).
-        let roomy = |l: u64| {
-            deadline
-                .checked_sub(Duration::from_nanos(l))
-                .filter(|t| *t > now)
-                .unwrap_or(now)
-        };
-        FastPath {
-            on,
-            codes: if on { codes } else { NO_CODES },
-            max: [
-                policy.max_retries.of(RetryClass::RateLimited),
-                policy.max_retries.of(RetryClass::ServerError),
-            ],
-            backoff,
-            longest,
-            roomy_until: [roomy(longest[0]), roomy(longest[1])],
-            min: min.unwrap_or(0),
-            auto_wait_cap_secs: policy.retry_after.auto_wait_cap.as_secs().min(MAX_SECS),
-            linger: policy.backoff_when_budget_empty,
-        }
+        FastPath::of(&FastPolicy::new(policy), request, now, deadline)
     }
 
-    /// The same constants as [`new`](Self::new), from the policy's half
-    /// worked out once ([`FastPolicy::new`]): what is left per machine is
-    /// the request's part of `on` and the two instants.
+    /// The fast path's constants from the policy's half (worked out once
+    /// per policy by [`FastPolicy::new`] for a checked policy, or here by
+    /// [`new`](Self::new)): what is left per machine is the request's part
+    /// of `on` and the two instants.
     #[inline]
     pub(crate) fn of(
         policy: &FastPolicy,
