@@ -53,7 +53,9 @@ fn run(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 
-    /// Every rule of the `PollChecker` holds over arbitrary scripts.
+    /// Every rule of the `PollChecker` holds over arbitrary scripts, and
+    /// (SPEC §2.4) each poll sent yields exactly one record, answered or
+    /// dropped in flight at the end (a cancel, the deadline).
     #[test]
     fn the_checker_finds_nothing(
         policy in poll_policy(),
@@ -62,8 +64,8 @@ proptest! {
         timeout in timeout(),
         script in poll_script(0..80),
     ) {
-        let r = run(policy, request, seed, timeout, &script);
-        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+        let r = run(policy, request, seed, timeout, &script).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(r.trace.one_record_per_send(), Ok(()));
     }
 
     /// No `SleepUntil` past the deadline, no send at or after it.
@@ -187,20 +189,6 @@ proptest! {
                 prop_assert_eq!(o, r.trace.outcome);
             }
         }
-    }
-
-    /// SPEC §2.4: each poll sent yields exactly one record, answered or
-    /// dropped in flight at the end (a cancel, the deadline).
-    #[test]
-    fn each_poll_yields_one_record(
-        policy in poll_policy(),
-        request in poll_request(),
-        seed in any::<u64>(),
-        timeout in timeout(),
-        script in poll_script(0..80),
-    ) {
-        let r = run(policy, request, seed, timeout, &script).map_err(TestCaseError::fail)?;
-        prop_assert_eq!(r.trace.one_record_per_send(), Ok(()));
     }
 
     /// Same seed, same script → the same trace, action for action, with the
