@@ -5,8 +5,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use polite_client::Observed;
-use polite_core::Reply;
 use polite_core::record::{AttemptRecord, DelaySource, RetryAfterNote};
+use polite_core::{Outcome, Reply, TransportErrorKind};
 
 use crate::args::LogFormat;
 
@@ -131,6 +131,13 @@ fn text(r: &AttemptRecord, verbose: bool) -> Option<String> {
             "polite: {who}: {} — retry in {:.3?} ({}){note}",
             r.reply, n.delay, n.source
         )),
+        // An attempt still in flight when the caller cancelled: no
+        // answer, and no abort of its own.
+        (None, Some(o @ Outcome::Cancelled))
+            if r.reply == Reply::Transport(TransportErrorKind::Aborted) =>
+        {
+            Some(format!("polite: {who}: in flight — gave up: {o}"))
+        }
         (None, Some(o)) if !o.is_success() => {
             Some(format!("polite: {who}: {} — gave up: {o}{note}", r.reply))
         }
@@ -155,6 +162,35 @@ mod tests {
             next: None,
             outcome: None,
         }
+    }
+
+    /// An attempt dropped in flight by a cancel says so, not "aborted at
+    /// abort_at" (its own end, which it never reached).
+    #[test]
+    fn an_attempt_in_flight_at_a_cancel_says_so() {
+        let dropped = AttemptRecord {
+            id: SendId {
+                item: 3,
+                attempt: 0,
+            },
+            reply: Reply::Transport(TransportErrorKind::Aborted),
+            outcome: Some(Outcome::Cancelled),
+            ..record(RetryAfterNote::Absent)
+        };
+        assert_eq!(
+            text(&dropped, false).as_deref(),
+            Some("polite: item 3 attempt 1: in flight — gave up: cancelled")
+        );
+        let aborted = AttemptRecord {
+            outcome: Some(Outcome::TimedOut { needed: None }),
+            ..dropped
+        };
+        assert_eq!(
+            text(&aborted, false).as_deref(),
+            Some(
+                "polite: item 3 attempt 1: transport error: aborted at abort_at — gave up: timed out"
+            )
+        );
     }
 
     #[test]

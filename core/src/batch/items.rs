@@ -219,6 +219,8 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                 self.end(i, Outcome::Cancelled);
             }
         }
+        // Handed out last first: in item order.
+        self.dropped.reverse();
         self.settle();
     }
 
@@ -246,6 +248,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                 self.end(i, o);
             }
         }
+        self.dropped.reverse();
         self.settle();
     }
 

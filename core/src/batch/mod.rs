@@ -288,7 +288,8 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     record: Option<AttemptRecord>,
     /// The records of the attempts in flight when the batch ended (a
     /// cancel, the deadline), dropped unanswered: handed out after
-    /// `record`, last first. Empty (no allocation) until then.
+    /// `record`, in item order (kept reversed). Empty (no allocation)
+    /// until then.
     dropped: Vec<AttemptRecord>,
 }
 
