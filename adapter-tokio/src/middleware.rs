@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use polite_client::{
     BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, ReadWhole, RedirectPolicy,
-    Transport, TransportError,
+    Transport, TransportError, in_box,
 };
 use polite_core::TransportErrorKind;
 use reqwest_middleware::{Middleware, Next};
@@ -219,13 +219,6 @@ where
     {
         in_box(|| self.call(req, extensions, next))
     }
-}
-
-/// The future `make` gives, written into a box allocated before it is
-/// made (`Box::pin(make())` makes it on the stack and copies it).
-#[inline(always)]
-fn in_box<F>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 impl<T> PoliteMiddleware<T>

@@ -164,8 +164,8 @@ mod tests {
         }
     }
 
-    /// An attempt dropped in flight by a cancel says so, not "aborted at
-    /// abort_at" (its own end, which it never reached).
+    /// An attempt dropped in flight by a cancel says so, not "no answer in
+    /// time" (its own end, which it never reached).
     #[test]
     fn an_attempt_in_flight_at_a_cancel_says_so() {
         let dropped = AttemptRecord {
@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(
             text(&aborted, false).as_deref(),
             Some(
-                "polite: item 3 attempt 1: transport error: aborted at abort_at — gave up: timed out"
+                "polite: item 3 attempt 1: transport error: aborted: no answer in time — gave up: timed out"
             )
         );
     }

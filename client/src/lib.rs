@@ -75,7 +75,7 @@ pub use pace::ClientPace;
 pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use read_whole::ReadWhole;
 pub use redirect::RedirectPolicy;
-pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime};
+pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime, in_box};
 pub use stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use trace::{redacted_url, trace_record};
 pub use transport::{Cancel, CancelToken, Clock, NeverCancel, NoTransport, Transport};

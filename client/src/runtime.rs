@@ -231,3 +231,19 @@ pub type BoxSending = std::pin::Pin<
 /// assert_eq!(polite_client::DEFAULT_MAX_BODY, 16 * 1024 * 1024);
 /// ```
 pub const DEFAULT_MAX_BODY: usize = 16 << 20;
+
+/// The future `make` gives, written into a box allocated before it is
+/// made: `Box::pin(make())` builds a large future on the stack and copies
+/// it into the box (a `memcpy` of its whole size per call). For the call
+/// futures of adapters and integrations.
+///
+/// ```
+/// use std::future::Future;
+/// let boxed = polite_client::in_box(|| async { 7 });
+/// let polled = std::pin::pin!(boxed).poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+/// assert_eq!(polled, std::task::Poll::Ready(7));
+/// ```
+#[inline(always)]
+pub fn in_box<F>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
+}

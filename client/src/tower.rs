@@ -111,7 +111,7 @@ use crate::error::{BoxError, Error, TransportError, io_error_kind};
 use crate::options::CallOptions;
 use crate::read_whole::ReadWhole;
 use crate::redirect::RedirectPolicy;
-use crate::runtime::{DEFAULT_MAX_BODY, Runtime};
+use crate::runtime::{DEFAULT_MAX_BODY, Runtime, in_box};
 use crate::transport::{Clock, NeverCancel, NoTransport, Transport};
 
 /// The request bodies the layer buffers to replay by default: 1 MiB.
@@ -389,13 +389,6 @@ where
         // builds the future on the stack and copies it into the box.
         in_box(|| respond(self.layer.clone(), self.inner.clone(), request))
     }
-}
-
-/// The future `make` gives, written into a box allocated before it is
-/// made (`Box::pin(make())` makes it on the stack and copies it).
-#[inline(always)]
-fn in_box<F>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 /// One call: buffer the body (or keep it to send once), run it through the

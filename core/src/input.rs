@@ -136,7 +136,7 @@ impl std::fmt::Display for TransportErrorKind {
             TransportErrorKind::Reset => "connection reset",
             TransportErrorKind::Dns => "DNS failure",
             TransportErrorKind::Timeout => "timeout",
-            TransportErrorKind::Aborted => "aborted at abort_at",
+            TransportErrorKind::Aborted => "aborted: no answer in time",
             TransportErrorKind::Tls => "TLS failure",
             TransportErrorKind::Other => "other transport error",
             TransportErrorKind::BodyTooLarge => "body larger than the limit",
