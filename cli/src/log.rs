@@ -59,19 +59,61 @@ impl Log {
     }
 }
 
+/// Whose attempt a record is, as the log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    /// One call (`get`, `wait`): its attempts.
+    Call,
+    /// An item of `polite batch`: the 1-based input line it was read from,
+    /// as its result line names it (`None` once the line is forgotten:
+    /// the item's result was written).
+    Line(Option<usize>),
+}
+
 /// Writes one observed event to stderr in the chosen format.
 pub(crate) fn emit(format: LogFormat, verbose: bool, event: Observed<'_>) {
-    let line = match (format, event) {
-        (LogFormat::Json, Observed::Record(r)) => Some(json(r).to_string()),
+    emit_as(format, verbose, event, Who::Call);
+}
+
+/// Writes one observed event of `polite batch` to stderr: a record names
+/// its item by the input line `line_of` gives for the item's index (the
+/// `line` of its result), in text as `line N attempt K` and in JSON as a
+/// `line` field next to `item`.
+pub(crate) fn emit_in_batch(
+    format: LogFormat,
+    verbose: bool,
+    event: Observed<'_>,
+    line_of: impl FnOnce(usize) -> Option<usize>,
+) {
+    let who = match event {
+        Observed::Record(r) => Who::Line(usize::try_from(r.id.item).ok().and_then(line_of)),
+        _ => Who::Line(None),
+    };
+    emit_as(format, verbose, event, who);
+}
+
+fn emit_as(format: LogFormat, verbose: bool, event: Observed<'_>, who: Who) {
+    if let Some(line) = render(format, verbose, event, who) {
+        // A closed stderr must not turn into a panic.
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// The line `event` writes to the log, if any.
+fn render(format: LogFormat, verbose: bool, event: Observed<'_>, who: Who) -> Option<String> {
+    match (format, event) {
+        (LogFormat::Json, Observed::Record(r)) => {
+            let mut record = json(r);
+            if let (Who::Line(Some(line)), Some(map)) = (who, record.as_object_mut()) {
+                map.insert("line".to_owned(), line.into());
+            }
+            Some(record.to_string())
+        }
         (LogFormat::Json, Observed::Notice(n)) => {
             Some(traced(serde_json::json!({ "notice": n.to_string() })).to_string())
         }
-        (LogFormat::Text, Observed::Record(r)) => text(r, verbose),
+        (LogFormat::Text, Observed::Record(r)) => text(r, verbose, who),
         (LogFormat::Text, Observed::Notice(n)) => Some(format!("polite: {n}")),
-    };
-    if let Some(line) = line {
-        // A closed stderr must not turn into a panic.
-        let _ = writeln!(std::io::stderr(), "{line}");
     }
 }
 
@@ -114,11 +156,15 @@ pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
 }
 
 /// The text form: retries always, everything with `-v`.
-fn text(r: &AttemptRecord, verbose: bool) -> Option<String> {
-    let who = if r.id.item > 0 || verbose {
-        format!("item {} attempt {}", r.id.item, r.id.attempt + 1)
-    } else {
-        format!("attempt {}", r.id.attempt + 1)
+fn text(r: &AttemptRecord, verbose: bool, who: Who) -> Option<String> {
+    let attempt = r.id.attempt + 1;
+    let who = match who {
+        Who::Line(Some(line)) => format!("line {line} attempt {attempt}"),
+        Who::Line(None) => format!("item {} attempt {attempt}", r.id.item),
+        Who::Call if r.id.item > 0 || verbose => {
+            format!("item {} attempt {attempt}", r.id.item)
+        }
+        Who::Call => format!("attempt {attempt}"),
     };
     let mut note = String::new();
     if let RetryAfterNote::Rejected(e) = r.retry_after {
@@ -178,7 +224,7 @@ mod tests {
             ..record(RetryAfterNote::Absent)
         };
         assert_eq!(
-            text(&dropped, false).as_deref(),
+            text(&dropped, false, Who::Call).as_deref(),
             Some("polite: item 3 attempt 1: in flight — gave up: cancelled")
         );
         let aborted = AttemptRecord {
@@ -186,11 +232,45 @@ mod tests {
             ..dropped
         };
         assert_eq!(
-            text(&aborted, false).as_deref(),
+            text(&aborted, false, Who::Call).as_deref(),
             Some(
                 "polite: item 3 attempt 1: transport error: aborted: no answer in time — gave up: timed out"
             )
         );
+    }
+
+    /// A batch's attempt is named by its input line, as its result line
+    /// is (`"line"`), also for the first item and without `-v`.
+    #[test]
+    fn a_batch_attempt_is_named_by_its_input_line() {
+        let retried = AttemptRecord {
+            reply: Reply::Status(503),
+            next: Some(polite_core::record::PlannedDelay {
+                delay: std::time::Duration::from_millis(250),
+                source: DelaySource::Backoff,
+                send_at: std::time::Instant::now(),
+            }),
+            ..record(RetryAfterNote::Absent)
+        };
+        let event = Observed::Record(&retried);
+        let text_line = render(LogFormat::Text, false, event, Who::Line(Some(3)));
+        assert_eq!(
+            text_line.as_deref(),
+            Some("polite: line 3 attempt 1: HTTP 503 — retry in 250.000ms (backoff)")
+        );
+        let json_line = render(LogFormat::Json, false, event, Who::Line(Some(3))).expect("json");
+        let json: serde_json::Value = serde_json::from_str(&json_line).expect("valid JSON");
+        assert_eq!(
+            (json["line"].as_u64(), json["item"].as_u64()),
+            (Some(3), Some(0))
+        );
+        // A single call keeps its short form, and no `line`.
+        assert_eq!(
+            render(LogFormat::Text, false, event, Who::Call).as_deref(),
+            Some("polite: attempt 1: HTTP 503 — retry in 250.000ms (backoff)")
+        );
+        let call = render(LogFormat::Json, false, event, Who::Call).expect("json");
+        assert!(!call.contains("\"line\""), "{call}");
     }
 
     #[test]

@@ -304,15 +304,22 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     );
     let tick = bar.clone();
     let tally = Arc::new(Tally::default());
+    // What the output knows of the input, shared with the log: an attempt
+    // is named by its input line, as its result line is.
+    let book = Arc::new(Book::default());
+    let lines_of = Arc::clone(&book);
+    let emit = move |e: Observed<'_>| {
+        log::emit_in_batch(format, verbose, e, |item| lines_of.line_of(item));
+    };
     let client = client(config, &tally, move |e| match (&tick, e) {
         (Some(bar), Observed::Record(r)) => {
             bar.record(r);
             if verbose {
-                bar.suspend(|| log::emit(format, verbose, e));
+                bar.suspend(|| emit(e));
             }
         }
-        (Some(bar), Observed::Notice(_)) => bar.suspend(|| log::emit(format, verbose, e)),
-        (None, _) => log::emit(format, verbose, e),
+        (Some(bar), Observed::Notice(_)) => bar.suspend(|| emit(e)),
+        (None, _) => emit(e),
     })?;
     if let Some(bar) = &bar {
         let paces = client.clone();
@@ -332,8 +339,7 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     // The URLs are read as the batch wants them: memory stays flat however
     // long the input. The URL of each item in progress is kept for its
     // line; a line that is no request is reported in its place.
-    let lines = Lines::new(args, std::io::BufReader::new(std::io::stdin()));
-    let book = lines.book();
+    let lines = Lines::new(args, std::io::BufReader::new(std::io::stdin()), &book);
     let order = if args.unordered {
         BatchOrder::Completion
     } else {
@@ -445,7 +451,7 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl<R: std::io::BufRead> Lines<R> {
-    fn new(args: &BatchArgs, input: R) -> Self {
+    fn new(args: &BatchArgs, input: R, book: &Arc<Book>) -> Self {
         Lines {
             input,
             buf: Vec::new(),
@@ -453,12 +459,8 @@ impl<R: std::io::BufRead> Lines<R> {
             headers: args.common.headers.clone(),
             next: 0,
             line_no: 0,
-            book: Arc::default(),
+            book: Arc::clone(book),
         }
-    }
-
-    fn book(&self) -> Arc<Book> {
-        Arc::clone(&self.book)
     }
 }
 
@@ -584,6 +586,11 @@ impl Book {
     /// result is being written).
     fn take_url(&self, item: usize) -> Option<(usize, String)> {
         locked(&self.urls).remove(&item)
+    }
+
+    /// The input line number of item `item`, while it is in progress.
+    fn line_of(&self, item: usize) -> Option<usize> {
+        locked(&self.urls).get(&item).map(|&(line, _)| line)
     }
 
     /// Writes the lines that were no request and came before item `item`

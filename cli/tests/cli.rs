@@ -206,10 +206,12 @@ fn batch_keeps_input_order() {
         vec![Step::without_retry_after(503), Step::Normal],
     ))
     .unwrap();
-    let urls: String = (1..=6)
-        .rev()
-        .map(|i| format!("{}\n", lab.url(&format!("/items/{i}"))))
-        .collect();
+    // A comment and a blank line first: item 0 is input line 3.
+    let urls: String = "# six items\n\n".to_owned()
+        + &(1..=6)
+            .rev()
+            .map(|i| format!("{}\n", lab.url(&format!("/items/{i}"))))
+            .collect::<String>();
     let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
         .args(["batch", "--rate", "none", "--concurrency", "3"])
         .stdin(Stdio::piped())
@@ -240,6 +242,14 @@ fn batch_keeps_input_order() {
         })
         .collect();
     assert_eq!(items, ["6", "5", "4", "3", "2", "1"]);
+    // The log names the retried item by its input line, as its result
+    // line does (`/items/2` is item 4, line 7).
+    let log = stderr(&o);
+    assert!(
+        log.contains("polite: line 7 attempt 1: HTTP 503 — retry in"),
+        "{log}"
+    );
+    assert!(!log.contains("item "), "{log}");
 }
 
 /// Sends SIGINT (a Ctrl-C) to `child`; when it was sent.
@@ -325,6 +335,12 @@ fn ctrl_c_during_a_batch_of_hanging_attempts_exits_130_with_every_line() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(lines.len() >= 3, "{lines:?}");
+    // Each attempt in flight has its line in the log, by input line.
+    let log = stderr(&o);
+    for line in 1..=3 {
+        let said = format!("polite: line {line} attempt 1: in flight — gave up: cancelled");
+        assert!(log.contains(&said), "{log}");
+    }
     for (k, v) in lines.iter().enumerate() {
         assert_eq!(v["line"], k + 1, "{v}");
         assert_eq!(v["ok"], false, "{v}");
