@@ -10,9 +10,7 @@
 use std::time::{Duration, Instant};
 
 use polite_lab::{Lab, LabConfig, Step};
-use polite_tokio::{
-    CallOptions, Client, Config, NoTransport, Observed, Outcome, PoliteMiddleware, RedirectPolicy,
-};
+use polite_tokio::{CallOptions, Client, Config, NoTransport, Observed, Outcome, PoliteMiddleware};
 use reqwest_middleware::ClientBuilder;
 
 #[tokio::main]
@@ -35,11 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // `PoliteMiddleware::new(Config::default())?` is all it takes; this one
     // is built from a client with an observer, to print each attempt.
-    let config = Config {
-        redirects: RedirectPolicy::NONE, // the reqwest::Client's own policy applies
-        ..Config::default()
-    };
-    let polite = Client::with_transport(NoTransport, config)?.observe(|seen| {
+    let polite = Client::with_transport(NoTransport, Config::default())?.observe(|seen| {
         if let Observed::Record(r) = seen {
             match r.next {
                 Some(next) => println!(
@@ -50,7 +44,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     });
-    let client = ClientBuilder::new(reqwest::Client::new())
+    // Redirects followed by polite (a hop to another origin drops every
+    // header the caller set), not by reqwest.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let client = ClientBuilder::new(http)
         .with(PoliteMiddleware::from_client(polite))
         .build();
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use polite_client::{
-    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, ReadWhole, RedirectPolicy,
-    Transport, TransportError, in_box,
+    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, ReadWhole, Transport,
+    TransportError, in_box,
 };
 use polite_core::TransportErrorKind;
 use reqwest_middleware::{Middleware, Next};
@@ -36,7 +36,11 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///     Step::Normal,
 /// ]))?;
 ///
-/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+/// // Redirects followed by polite, not by reqwest (see "Redirects" below).
+/// let http = reqwest::Client::builder()
+///     .redirect(reqwest::redirect::Policy::none())
+///     .build()?;
+/// let client = reqwest_middleware::ClientBuilder::new(http)
 ///     .with(PoliteMiddleware::new(Config::default())?)
 ///     .build();
 /// let started = std::time::Instant::now();
@@ -93,8 +97,17 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///   every attempt), sharing the request's extensions. An error of a
 ///   middleware below (not a reqwest error) is not retried, as
 ///   `reqwest-retry` does.
-/// * **Redirects** are the `reqwest::Client`'s (its redirect policy, by
-///   default up to 10 hops): [`new`](Self::new) turns polite's own off.
+/// * **Redirects.** A `reqwest::Client` that follows redirects itself
+///   (reqwest's default: up to 10 hops) follows them by reqwest's rules,
+///   inside one polite attempt: a hop to another host drops only
+///   `Authorization`, `Cookie` and `Proxy-Authorization`, so another
+///   header that carries a credential (an `X-Api-Key`) goes along. For
+///   SPEC §5.1's rule — a hop to another origin drops **every** header the
+///   caller set — build the client with
+///   `.redirect(reqwest::redirect::Policy::none())`: polite then follows
+///   each 3xx itself, by the [`Config::redirects`](polite_client::Config::redirects)
+///   policy (up to 10 hops by default; [`RedirectPolicy::NONE`](polite_client::RedirectPolicy::NONE) hands the
+///   3xx back to the caller instead). The example above does so.
 /// * **Do not retry twice.** Put no `reqwest-retry` middleware in the same
 ///   stack, and leave reqwest 0.13's own retries (`ClientBuilder::retry`)
 ///   at their default, which re-sends only requests the server never
@@ -114,12 +127,13 @@ pub struct PoliteMiddleware<T = NoTransport> {
 
 impl PoliteMiddleware<NoTransport> {
     /// A middleware with its own polite client on `config` (its calls share
-    /// one pace per origin). Redirects stay the `reqwest::Client`'s:
-    /// `config.redirects` is set to [`RedirectPolicy::NONE`].
+    /// one pace per origin). `config.redirects` applies to the 3xx that come
+    /// back through the stack, that is with a `reqwest::Client` that
+    /// follows none itself (see "Redirects" above).
     ///
     /// ```
     /// let m = polite_tokio::PoliteMiddleware::new(polite_tokio::Config::default())?;
-    /// assert_eq!(m.client().config().redirects, polite_tokio::RedirectPolicy::NONE);
+    /// assert_eq!(m.client().config().redirects, polite_tokio::RedirectPolicy::default());
     /// # Ok::<(), polite_tokio::Error>(())
     /// ```
     ///
@@ -128,10 +142,6 @@ impl PoliteMiddleware<NoTransport> {
     /// [`Error::Policy`] or [`Error::Config`] for a configuration that
     /// makes no sense.
     pub fn new(config: polite_client::Config) -> Result<Self, Error> {
-        let config = polite_client::Config {
-            redirects: RedirectPolicy::NONE,
-            ..config
-        };
         Ok(Self::from_client(crate::Client::with_transport(
             NoTransport,
             config,
@@ -147,7 +157,7 @@ where
     /// A middleware whose calls share `client`'s configuration, pace and
     /// observer: calls through the middleware and the client's own calls
     /// slow down together on a 429. The client's
-    /// [`RedirectPolicy`] applies to a 3xx that comes back through the
+    /// [`RedirectPolicy`](polite_client::RedirectPolicy) applies to a 3xx that comes back through the
     /// stack (with a `reqwest::Client` that follows none itself).
     ///
     /// ```

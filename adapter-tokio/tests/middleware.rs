@@ -486,3 +486,83 @@ async fn a_followed_redirects_live_response_is_not_handed_back_for_the_hops_answ
     assert_eq!(fine.url().as_str(), ok.url("/items/1"));
     assert!(!fine.text().await.unwrap().is_empty());
 }
+
+/// A reqwest client that follows no redirect itself: polite follows them.
+fn unfollowing() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// SPEC §5.1 through the middleware: with a reqwest client that follows no
+/// redirect itself, `PoliteMiddleware::new` follows a hop to another
+/// origin and drops every header the caller set there (not only the
+/// ones reqwest drops); with `RedirectPolicy::NONE` the 3xx is the answer.
+#[tokio::test]
+async fn a_cross_origin_hop_polite_follows_drops_every_header_the_caller_set() {
+    use polite_lab::hostile::{Hostile, Reply};
+    let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();
+    let a = Hostile::start(vec![("/go", Reply::redirect(307, b.url("/landing")))]).unwrap();
+    let client = ClientBuilder::new(unfollowing())
+        .with(PoliteMiddleware::new(Config::default()).unwrap())
+        .build();
+    let landed = client
+        .get(a.url("/go"))
+        .header("x-api-key", "k-123")
+        .header("authorization", "Bearer t-456")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(landed.status(), 200);
+    assert_eq!(landed.text().await.unwrap(), "landed");
+    assert_eq!(a.seen().len(), 1);
+    assert_eq!(a.seen()[0].header("x-api-key"), Some("k-123"));
+    assert_eq!(b.seen().len(), 1, "the hop was not followed");
+    let hop = &b.seen()[0];
+    assert!(
+        hop.header("x-api-key").is_none() && hop.header("authorization").is_none(),
+        "a credential crossed origins: {hop:?}"
+    );
+    // No redirects of polite's: the 307 comes back, B never hears of it.
+    let none = ClientBuilder::new(unfollowing())
+        .with(
+            PoliteMiddleware::new(Config {
+                redirects: polite_tokio::RedirectPolicy::NONE,
+                ..Config::default()
+            })
+            .unwrap(),
+        )
+        .build();
+    let answer = none.get(a.url("/go")).send().await.unwrap();
+    assert_eq!(answer.status(), 307);
+    assert_eq!(b.seen().len(), 1);
+}
+
+/// SPEC §5: a redirect that would need a body that cannot be produced
+/// again (a streamed PUT answered 307, which keeps the method and body) is
+/// a permanent `RedirectNotReplayable`: sent once, the hop never made.
+#[tokio::test]
+async fn a_307_after_a_streamed_body_is_permanent_and_the_hop_never_made() {
+    use polite_lab::hostile::{Hostile, Reply};
+    let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();
+    let a = Hostile::start(vec![("/put", Reply::redirect(307, b.url("/landing")))]).unwrap();
+    let client = ClientBuilder::new(unfollowing())
+        .with(PoliteMiddleware::new(Config::default()).unwrap())
+        .build();
+    let e = client
+        .put(a.url("/put"))
+        .body(reqwest::Body::wrap("streamed, not kept".to_owned()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        polite_error(&e).outcome(),
+        Some(Outcome::Permanent {
+            cause: polite_core::TransportErrorKind::RedirectNotReplayable
+        }),
+        "{e}"
+    );
+    assert_eq!(a.seen().len(), 1, "sent once");
+    assert!(b.seen().is_empty(), "the hop was made: {:?}", b.seen());
+}

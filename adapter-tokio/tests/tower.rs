@@ -380,3 +380,46 @@ async fn a_followed_redirects_body_is_not_handed_back_for_the_hops_answer() {
     let body = fine.into_body().collect().await.unwrap().to_bytes();
     assert!(!body.is_empty());
 }
+
+/// SPEC §5 through the layer, on a client that follows redirects (the
+/// layer's own follows none: a 3xx is the answer): a body over the replay
+/// limit is streamed through once, so a 307 (which keeps the method and
+/// the body) cannot be followed: a permanent `RedirectNotReplayable`, the
+/// hop never made. A 303 (a GET, no body) after the same body is followed.
+#[tokio::test]
+async fn a_307_after_a_streamed_body_is_permanent_and_the_hop_never_made() {
+    use polite_lab::hostile::{Hostile, Reply};
+    let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();
+    let a = Hostile::start(vec![
+        ("/put", Reply::redirect(307, b.url("/landing"))),
+        ("/see-other", Reply::redirect(303, b.url("/landing"))),
+    ])
+    .unwrap();
+    let config = Config {
+        redirects: polite_tokio::RedirectPolicy::up_to(3),
+        ..Config::default()
+    };
+    let client = polite_tokio::Client::with_transport(polite_tokio::NoTransport, config).unwrap();
+    let service = stack(PoliteLayer::from_client(client).replay_limit(8));
+    let e = service
+        .clone()
+        .oneshot(request("PUT", &a.url("/put"), b"sixteen bytes..."))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.outcome(),
+        Some(Outcome::Permanent {
+            cause: polite_core::TransportErrorKind::RedirectNotReplayable
+        }),
+        "{e}"
+    );
+    assert_eq!(a.count("/put"), 1, "sent once");
+    assert!(b.seen().is_empty(), "the hop was made: {:?}", b.seen());
+    let seen = service
+        .oneshot(request("PUT", &a.url("/see-other"), b"sixteen bytes..."))
+        .await
+        .unwrap();
+    assert_eq!(seen.status(), 200);
+    assert_eq!(b.seen().len(), 1);
+    assert_eq!(b.seen()[0].method, "GET");
+}
