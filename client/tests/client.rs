@@ -6,18 +6,19 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::future::{Ready, ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{Header, Script, Sim, get, now};
 use polite_client::api::{
-    Jitter, Outcome, Reply, RetryBucket, RetryClass, RetryCosts, RetryPolicy,
+    Jitter, Outcome, Reply, RetryBucket, RetryClass, RetryCosts, RetryPolicy, TransportErrorKind,
 };
 use polite_client::{
-    BatchOrder, CallOptions, CancelToken, Classifier, Client, Config, HttpAnswer, JsonJob,
-    Observed, PaceKey, Runtime, Throttle,
+    BatchOrder, CallOptions, CancelToken, Classifier, Client, Config, Error, HttpAnswer, JsonJob,
+    Observed, PaceKey, Runtime, Throttle, Transport, TransportError,
 };
 
 fn quiet() -> Config {
@@ -564,5 +565,87 @@ fn a_success_the_classifier_calls_busy_is_retried() {
     assert!(
         sent[2].0 - sent[1].0 >= Duration::from_secs(3),
         "its Retry-After honoured"
+    );
+}
+
+/// A transport whose every connection is refused: records each send's
+/// virtual instant.
+#[derive(Clone, Debug, Default)]
+struct Refused {
+    sent: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Transport for Refused {
+    type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+        self.sent.lock().unwrap().push(now());
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        ready(Err(
+            TransportError::new(TransportErrorKind::Refused).with_source(io)
+        ))
+    }
+}
+
+/// SPEC §5: a call that ends on transport errors keeps the error (its
+/// `source()`), the attempt count and the elapsed time — exactly what the
+/// policy's schedule gives, not merely something under a bound.
+#[test]
+fn a_call_ended_by_transport_errors_keeps_its_attempts_and_elapsed_time() {
+    // The default policy without jitter: 4 transport retries after
+    // 250 ms, 500 ms, 1 s and 2 s (250 ms doubling, under the 4 s cap).
+    let policy = quiet().retry;
+    assert_eq!(policy.max_retries.transport, 4);
+    assert_eq!(
+        (
+            policy.backoff.base,
+            policy.backoff.multiplier,
+            policy.backoff.cap
+        ),
+        (Duration::from_millis(250), 2, Duration::from_secs(4))
+    );
+    let schedule = Duration::from_millis(250 + 500 + 1000 + 2000);
+    let gaps =
+        |sent: &[Instant]| -> Vec<Duration> { sent.windows(2).map(|w| w[1] - w[0]).collect() };
+    let hand_computed = [250, 500, 1000, 2000].map(Duration::from_millis);
+    let check = |err: &Error, sent: &[Instant]| {
+        let Error::Transport {
+            outcome,
+            error,
+            attempts,
+            elapsed,
+        } = err
+        else {
+            panic!("want Error::Transport, got {err:?}")
+        };
+        assert_eq!(
+            *outcome,
+            Outcome::RetriesExhausted {
+                class: RetryClass::Transport,
+                last: Reply::Transport(TransportErrorKind::Refused)
+            }
+        );
+        assert_eq!(error.kind(), TransportErrorKind::Refused);
+        assert!(std::error::Error::source(error).is_some(), "{err:?}");
+        assert_eq!(*attempts, 5, "the first send and 4 retries");
+        assert_eq!(sent.len(), 5);
+        assert_eq!(gaps(sent), hand_computed);
+        assert_eq!(*elapsed, schedule, "{err}");
+        assert!(err.to_string().ends_with("(5 attempts in 3.8s)"), "{err}");
+    };
+
+    let transport = Refused::default();
+    let client: Client<Sim, Refused> = Client::with_transport(transport.clone(), quiet()).unwrap();
+    let t0 = now();
+    let err = client.send(get("/a")).unwrap_err();
+    assert_eq!(now() - t0, schedule);
+    check(&err, &transport.sent.lock().unwrap());
+
+    // A batch item's error says the same.
+    let transport = Refused::default();
+    let client: Client<Sim, Refused> = Client::with_transport(transport.clone(), quiet()).unwrap();
+    let results = client.batch(vec![get("/b")]).unwrap();
+    check(
+        results[0].as_ref().unwrap_err(),
+        &transport.sent.lock().unwrap(),
     );
 }
