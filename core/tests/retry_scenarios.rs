@@ -758,3 +758,102 @@ fn a_tick_in_flight_before_the_deadline_keeps_waiting_for_the_answer() {
     waiting.handle(t0 + 30 * S, Event::Tick);
     assert_eq!(waiting.outcome(), Some(Outcome::TimedOut { needed: None }));
 }
+
+/// The default policy widened: 420 (Twitter's old "Enhance Your Calm")
+/// rate limited, 599 (a proxy's network timeout) a server error.
+fn widened() -> RetryPolicy {
+    let mut p = no_jitter();
+    assert!(p.rate_limited_statuses.insert(420));
+    assert!(p.server_error_statuses.insert(599));
+    p
+}
+
+/// SPEC §2.1: Retry-After is honoured on any status the policy marks
+/// retryable, not only on 429 and 503: a 420 the policy adds to the
+/// rate-limited statuses, a 599 it adds to the server errors. (420 is
+/// decided on the machine's fast path, 599 on the general one.)
+#[test]
+fn retry_after_is_honoured_on_statuses_the_policy_adds_to_a_class() {
+    let t0 = origin();
+    let policy = widened();
+    for (status, class) in [
+        (420, RetryClass::RateLimited),
+        (599, RetryClass::ServerError),
+    ] {
+        let mut m = machine(policy, get(), t0, 60 * S);
+        let plan = send(&mut m);
+        let t = t0 + 10 * MS;
+        let mut r = answer(status, &plan);
+        r.retry_after = Some(b"7");
+        m.handle(t, Event::Response(r));
+        // The server's 7 s, not the 250 ms backoff.
+        assert_eq!(m.poll_action(), Action::SleepUntil(t + 7 * S), "{status}");
+        let rec = m.take_record().unwrap();
+        assert_eq!(rec.reply, Reply::Status(status));
+        assert_eq!(rec.class, Some(class), "{status}");
+        assert_eq!(rec.retry_after, RetryAfterNote::Valid(7 * S), "{status}");
+        let next = rec.next.unwrap();
+        assert_eq!(
+            (next.delay, next.source, next.send_at),
+            (7 * S, DelaySource::RetryAfter, t + 7 * S),
+            "{status}"
+        );
+        assert_eq!(rec.outcome, None);
+    }
+}
+
+/// A server delay past the automatic wait cap, or past the deadline, on a
+/// status the policy adds to a class stops the request as the same delay
+/// on a 429 does (as `retry_after_over_the_cap_stops_rate_limited_without_resending`
+/// and `a_wait_past_the_deadline_stops_at_once_with_the_instant_needed`).
+#[test]
+fn retry_after_past_the_cap_or_the_deadline_stops_a_widened_status_as_a_429() {
+    let t0 = origin();
+    let policy = widened();
+    for status in [429, 420, 599] {
+        for hostile in ["120", "86400"] {
+            let trace = Simulator::new(t0)
+                .replies([
+                    Scripted::status(status).retry_after(hostile),
+                    Scripted::status(200),
+                ])
+                .check_retry(&policy, &get())
+                .run(machine(policy, get(), t0, Duration::from_secs(3600)))
+                .unwrap();
+            let secs: u64 = hostile.parse().unwrap();
+            assert_eq!(
+                trace.outcome,
+                Outcome::RateLimited {
+                    retry_at: Some(t0 + 10 * MS + Duration::from_secs(secs))
+                },
+                "{status} {hostile}"
+            );
+            assert_eq!(trace.sends().count(), 1, "{status} {hostile}");
+            assert_eq!(trace.ended_at, t0 + 10 * MS, "{status} {hostile}");
+            assert_eq!(
+                trace.records[0].retry_after,
+                RetryAfterNote::Valid(Duration::from_secs(secs)),
+                "{status} {hostile}"
+            );
+        }
+        // Within the cap but past a 5 s deadline: stops at once, saying
+        // when it could have sent.
+        let trace = Simulator::new(t0)
+            .replies([
+                Scripted::status(status).retry_after("10"),
+                Scripted::status(200),
+            ])
+            .check_retry(&policy, &get())
+            .run(machine(policy, get(), t0, 5 * S))
+            .unwrap();
+        assert_eq!(
+            trace.outcome,
+            Outcome::TimedOut {
+                needed: Some(t0 + 10 * MS + 10 * S)
+            },
+            "{status}"
+        );
+        assert_eq!(trace.ended_at, t0 + 10 * MS, "{status}");
+        assert_eq!(trace.sends().count(), 1, "{status}");
+    }
+}
