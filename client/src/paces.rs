@@ -522,6 +522,67 @@ mod tests {
         );
     }
 
+    /// SPEC §4.2: the adaptive rate is the origin's too. Bare 429s (no
+    /// server time) from origin A cut A's rate until A refuses a send;
+    /// origin B, in the same `Paces`, still sends at once — with adaptive
+    /// pacing alone (no throttle) and with the default learning throttle
+    /// made adaptive.
+    #[test]
+    fn an_adaptive_rate_cut_by_one_origin_never_holds_back_another() {
+        use polite_core::adaptive::Answered;
+        use polite_core::pace::PaceLimit;
+        let adaptive_only = Config {
+            throttle: None,
+            learn_quota: None,
+            adaptive: true,
+            ..Config::default()
+        };
+        for (what, config) in [
+            ("adaptive, no throttle", adaptive_only),
+            (
+                "the default: a learning throttle, adaptive",
+                Config::default(),
+            ),
+        ] {
+            let paces = Paces::new(&config).unwrap();
+            let t0 = Instant::now();
+            let a = paces.get(&paces.key_of(&req("http://127.0.0.1:1/x")), t0);
+            let b = paces.get(&paces.key_of(&req("http://127.0.0.1:2/x")), t0);
+            // Three sends to A, each answered 10 ms later by a bare 429.
+            let mut now = t0;
+            for _ in 0..3 {
+                let mut a = a.lock().unwrap();
+                now = match a.acquire(now) {
+                    Ok(()) => now,
+                    Err(at) => {
+                        a.acquire(at).unwrap();
+                        at
+                    }
+                };
+                now += Duration::from_millis(10);
+                a.on_answer(Answered::new(now - Duration::from_millis(10), now, true));
+            }
+            let mut held = a.lock().unwrap();
+            assert!(held.acquire(now).is_err(), "{what}: A's rate was cut");
+            assert!(
+                matches!(held.refusal(), PaceLimit::Adaptive { .. }),
+                "{what}: {:?}",
+                held.refusal()
+            );
+            drop(held);
+            assert_eq!(
+                b.lock().unwrap().acquire(now),
+                Ok(()),
+                "{what}: another origin is not held back"
+            );
+            let other = paces.get(&paces.key_of(&req("http://127.0.0.1:1/other")), now);
+            assert!(
+                other.lock().unwrap().acquire(now).is_err(),
+                "{what}: same origin, same rate"
+            );
+        }
+    }
+
     #[test]
     fn a_header_keyed_pace_never_keeps_the_value() {
         let paces = Paces::new(&Config {
