@@ -31,8 +31,13 @@ use crate::transport::Clock;
 pub enum BatchOrder {
     /// In input order. An item is started only while fewer than
     /// [`window`](BatchOrder::window) items lie between it and the oldest
-    /// item not yet handed out, so at most that many results wait for an
-    /// earlier one: memory is bounded by `window × body size`. The default.
+    /// item not yet ended, so fewer than that many results wait for an
+    /// earlier one, and none while `concurrency` results wait for the
+    /// caller. Besides the results the caller holds, at most
+    /// `window + 2 × concurrency − 1` answer bodies are kept at once (the
+    /// results not handed out, and the attempts in flight: a retried
+    /// item's kept answer and its new attempt's): memory is bounded by
+    /// that many × body size. The default.
     #[default]
     Input,
     /// As the items end: nothing waits; memory is bounded by the items in
