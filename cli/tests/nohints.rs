@@ -40,6 +40,13 @@ fn urls(n: usize, url: impl Fn(usize) -> String) -> String {
     (0..n).map(|i| url(i) + "\n").collect()
 }
 
+/// "Few 429s" (SPEC §4.1) for 40 items at 10 per second: half the items.
+/// polite measures 12-14 against the lab's bare 429s and 5 against nginx
+/// (BENCHMARKS.md, "Pacing without hints"); retries that only back off per
+/// item, with no shared cool-down and no adaptive rate (`backon`), get
+/// 33-35, and a concurrency limit alone 180.
+const FEW: usize = 20;
+
 fn ok_lines(o: &Output) -> usize {
     String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -69,7 +76,7 @@ fn no_flags_finish_every_item_against_a_quota_that_sends_bare_429s() {
         took.as_secs_f64() / (n as f64 / 10.0)
     );
     assert_eq!(log.count_status(200), n);
-    assert!(refused <= n, "{refused} x 429: the pace did not slow down");
+    assert!(refused <= FEW, "{refused} x 429: the pace did not slow down");
 }
 
 #[test]
@@ -92,7 +99,7 @@ fn no_flags_finish_every_item_against_nginx_limit_req() {
         took.as_secs_f64() / 2.9
     );
     assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), n);
-    assert!(refused <= n, "{refused} x 429: the pace did not slow down");
+    assert!(refused <= FEW, "{refused} x 429: the pace did not slow down");
 }
 
 #[test]
