@@ -445,6 +445,10 @@ impl Target {
             _ => return Err(unsendable()),
         };
         let host = uri.host().ok_or_else(unsendable)?;
+        // `http://h:99999/` names no port: not the scheme's default.
+        if polite_client::names_no_port(uri) {
+            return Err(unsendable());
+        }
         let host = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))

@@ -700,6 +700,11 @@ fn attempt(
     if left.is_zero() {
         return Err(TransportErrorKind::Aborted.into());
     }
+    // `http://h:99999/`: ureq and the resolver would read "no port" and
+    // send it to the scheme's default port.
+    if polite_client::names_no_port(request.uri()) {
+        return Err(TransportErrorKind::InvalidRequest.into());
+    }
     // What the resolver answers for this attempt from the cache, if it
     // does (see `DnsCache`).
     crate::resolver::answered(None);

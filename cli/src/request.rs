@@ -37,6 +37,12 @@ pub(crate) fn url(s: &str) -> Result<http::Uri, Usage> {
     if uri.host().is_none_or(str::is_empty) {
         return Err(usage(format!("URL {} has no host", echo(Input::Url, s))));
     }
+    if polite_client::names_no_port(&uri) {
+        return Err(usage(format!(
+            "malformed URL {}: the port is not a number from 0 to 65535",
+            echo(Input::Url, s)
+        )));
+    }
     Ok(uri)
 }
 

@@ -159,6 +159,33 @@ fn a_zero_timeout_is_a_one_line_usage_error_and_sends_nothing() {
     assert!(lab.log().is_empty(), "nothing was sent");
 }
 
+/// `http://127.0.0.1:99999/` is accepted by `http::Uri` with "no port":
+/// it must be a usage error, never a request to port 80 (or to the lab's
+/// port, were the number cut to 16 bits), in `get`, `wait` and `batch`.
+#[test]
+fn a_port_past_65535_is_a_usage_error_that_sends_nothing() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let wrapped = u32::from(lab.addr().port()) + 65_536;
+    for url in [
+        format!("http://127.0.0.1:{wrapped}/items/a?token=SECRET456"),
+        "http://127.0.0.1:8a/items/a".to_owned(),
+    ] {
+        for cmd in ["get", "wait"] {
+            let o = polite(&[cmd, &url]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {url}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("the port is not a number"), "{err}");
+            assert!(!err.contains("SECRET456"), "{err}");
+        }
+        let o = polite_with(&["batch"], &format!("{url}\n"));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("the port is not a number"), "{out}");
+        assert!(out.contains(r#""line":1"#), "{out}");
+    }
+    assert!(lab.log().is_empty(), "nothing was sent");
+}
+
 #[test]
 fn headers_never_follow_a_redirect_to_another_origin() {
     let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();

@@ -76,7 +76,10 @@ fn no_flags_finish_every_item_against_a_quota_that_sends_bare_429s() {
         took.as_secs_f64() / (n as f64 / 10.0)
     );
     assert_eq!(log.count_status(200), n);
-    assert!(refused <= FEW, "{refused} x 429: the pace did not slow down");
+    assert!(
+        refused <= FEW,
+        "{refused} x 429: the pace did not slow down"
+    );
 }
 
 #[test]
@@ -99,7 +102,10 @@ fn no_flags_finish_every_item_against_nginx_limit_req() {
         took.as_secs_f64() / 2.9
     );
     assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), n);
-    assert!(refused <= FEW, "{refused} x 429: the pace did not slow down");
+    assert!(
+        refused <= FEW,
+        "{refused} x 429: the pace did not slow down"
+    );
 }
 
 #[test]

@@ -78,4 +78,6 @@ pub use redirect::RedirectPolicy;
 pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime, in_box};
 pub use stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use trace::{redacted_url, trace_record};
-pub use transport::{Cancel, CancelToken, Clock, NeverCancel, NoTransport, Transport};
+pub use transport::{
+    Cancel, CancelToken, Clock, NeverCancel, NoTransport, Transport, names_no_port,
+};

@@ -236,3 +236,41 @@ impl<C: Cancel + ?Sized> Cancel for &mut C {
         (**self).is_cancelled()
     }
 }
+
+/// Whether `uri`'s authority names a port that is no port: digits past
+/// 65535 (`http://h:99999/`) or anything but digits (`http://h:8a/`,
+/// `http://h:-1/`). `http::Uri` accepts such an authority and its
+/// `port_u16` says `None`, which read as "no port, the scheme's default"
+/// would send the request to port 80 (or 443). A transport that works out
+/// the port itself refuses such a URL as a permanent
+/// [`InvalidRequest`](polite_core::TransportErrorKind::InvalidRequest). An
+/// empty port (`http://h:/`) is the scheme's default (RFC 3986).
+///
+/// ```
+/// use polite_client::names_no_port;
+/// let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+/// assert!(names_no_port(&uri("http://127.0.0.1:99999/x")));
+/// assert!(names_no_port(&uri("http://[::1]:8a/")));
+/// assert!(!names_no_port(&uri("http://user:pw@h:8080/")));
+/// assert!(!names_no_port(&uri("http://[::1]/")));
+/// assert!(!names_no_port(&uri("https://h:/")));
+/// ```
+#[must_use]
+pub fn names_no_port(uri: &http::Uri) -> bool {
+    let Some(authority) = uri.authority() else {
+        return false;
+    };
+    let s = authority.as_str();
+    // The host starts after any user info; an IPv6 literal's colons are
+    // inside its brackets.
+    let host = s.rfind('@').map_or(0, |at| at + 1);
+    let start = s[host..].rfind(']').map_or(host, |end| host + end + 1);
+    match s[start..].rfind(':') {
+        None => false,
+        Some(colon) => {
+            let port = &s[start + colon + 1..];
+            !port.is_empty()
+                && (!port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err())
+        }
+    }
+}

@@ -72,6 +72,7 @@ pub fn names() -> Vec<&'static str> {
         "cross_origin_redirect_never_carries_the_callers_headers",
         "refused_connection_keeps_source_attempts_and_time",
         "unsendable_url_is_one_attempt",
+        "a_port_past_65535_is_one_attempt_sent_nowhere",
         "long_poll_redirect_starts_from_the_url_sent",
         "streamed_batch_items_follow_redirects_from_their_own_request",
     ]
@@ -326,6 +327,20 @@ where
             ensure!(permanent(&e, K::InvalidRequest)? == 1, "{e}: retried");
             ensure!(!e.to_string().contains("ftp"), "no URL in the message: {e}");
         }
+        "a_port_past_65535_is_one_attempt_sent_nowhere" => {
+            // `http::Uri` accepts `127.0.0.1:99999`; read as "no port" it
+            // would go to port 80. The server's own port plus 65,536 would
+            // reach it were the number cut to 16 bits.
+            let server = Hostile::start(vec![("/x", Reply::Body("reached".into()))]).map_err(io)?;
+            let port = u32::from(server.addr().port()) + 65_536;
+            let c = client(RedirectPolicy::default())?;
+            let url = format!("http://127.0.0.1:{port}/x");
+            let Err(e) = send(c, get(url)?).await else {
+                return Err(format!("port {port} was sent somewhere"));
+            };
+            ensure!(permanent(&e, K::InvalidRequest)? == 1, "{e}: retried");
+            ensure!(server.seen().is_empty(), "the port was cut to 16 bits");
+        }
         "long_poll_redirect_starts_from_the_url_sent" => {
             // A long poll goes out as `/job?waitSeconds=N`; its redirect to
             // `/job` is a new URL (followed), and the next one back to `/job`
@@ -411,6 +426,7 @@ macro_rules! hostile_tests {
             cross_origin_redirect_never_carries_the_callers_headers,
             refused_connection_keeps_source_attempts_and_time,
             unsendable_url_is_one_attempt,
+            a_port_past_65535_is_one_attempt_sent_nowhere,
             long_poll_redirect_starts_from_the_url_sent,
             streamed_batch_items_follow_redirects_from_their_own_request
         );
