@@ -35,12 +35,6 @@ impl FleetPace for RedisPace {
         let Some(k) = st.keys.get_mut(&self.key) else {
             return FleetGrant::Unavailable;
         };
-        if let Some((until, by)) = k.not_before {
-            if now < until {
-                return FleetGrant::Refused { until, by };
-            }
-            k.not_before = None;
-        }
         while let Some(&(id, until)) = k.stock.front() {
             if until > now {
                 break;
@@ -49,6 +43,18 @@ impl FleetPace for RedisPace {
             k.stock.pop_front();
             k.dirty_since.get_or_insert(now);
         }
+        if let Some((until, by)) = k.not_before {
+            if now >= until {
+                k.not_before = None;
+            } else if k.stock.is_empty() || matches!(by, PaceLimit::CoolDown) {
+                return FleetGrant::Refused { until, by };
+            }
+            // A window's (or the adaptive rate's) refusal is about the
+            // permits Redis did not grant: those it did grant with it
+            // (a partial grant) stay usable for their lease. Stranded,
+            // each held a slot of the window unused (a quota of 5 sent 4
+            // per window) and came back with a round trip of its own.
+        }
         if k.stock.pop_front().is_some() {
             k.note_send(now, false, &tuning);
             k.used += 1;
@@ -56,7 +62,10 @@ impl FleetPace for RedisPace {
             // Lease the next permits before they are asked for: when half
             // the last lease is used.
             let left = u32::try_from(k.stock.len()).unwrap_or(u32::MAX);
-            let refill = up && left.saturating_mul(2) <= k.last_lease.saturating_sub(1);
+            // Not while Redis refuses: it would refuse again.
+            let refill = up
+                && k.not_before.is_none()
+                && left.saturating_mul(2) <= k.last_lease.saturating_sub(1);
             if refill {
                 k.wanted = k.wanted.max(1);
             }
