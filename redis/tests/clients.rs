@@ -619,3 +619,91 @@ fn refusals_make_at_most_one_round_trip_per_send() {
         "{trips} round trips for {sent} sends"
     );
 }
+
+/// The fleet's cool-down on Redis for the lab's origin (server µs; 0: none).
+fn cool_on_redis(redis: &Redis, lab: &LabHandle) -> u64 {
+    let origin = lab.url("/");
+    let key = format!("test:{{{}}}:st", origin.trim_end_matches('/'));
+    redis
+        .command_text(&["HGET", &key, "cool"])
+        .parse()
+        .unwrap_or(0)
+}
+
+#[test]
+fn another_processs_retry_after_holds_this_one_back() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let after = Duration::from_secs(3);
+    let lab = Lab::start(LabConfig::default().script(
+        "/items/a",
+        vec![polite_lab::Step::with_retry_after(429, after)],
+    ))
+    .unwrap();
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    // Two processes: a fleet each, the same prefix, so the same Redis keys.
+    let a = client(
+        base(),
+        Some(SharedFleet::new(fleet(&redis.url(), 2))),
+        &notices,
+    );
+    let b = client(
+        base(),
+        Some(SharedFleet::new(fleet(&redis.url(), 2))),
+        &notices,
+    );
+    // B has been sending (it has a clock offset and has leased permits).
+    assert!(b.send(get(lab.url("/items/b0"))).is_ok());
+    // Its leased permits expire (lease 100 ms; the answers' flush leases
+    // again up to 100 ms later): B holds none when A's 429 comes, so B can
+    // only send if Redis grants it.
+    std::thread::sleep(Duration::from_millis(400));
+    let a_url = lab.url("/items/a");
+    let a_thread = std::thread::spawn(move || a.send(get(a_url)).is_ok());
+    // A's 429 reaches the lab, and A shares its cool-down (bounded waits).
+    let started = Instant::now();
+    let a429 = loop {
+        if let Some(e) = lab.log().iter().find(|e| e.status == Some(429)) {
+            break e.completed.unwrap_or(e.arrived);
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no 429");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    while cool_on_redis(&redis, &lab) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "A's cool-down never reached Redis"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // B sends now: Redis holds it back until A's cool-down ends.
+    assert!(b.send(get(lab.url("/items/b1"))).is_ok());
+    assert!(a_thread.join().unwrap(), "A's retry failed");
+    let log = lab.log();
+    let b1 = log.iter().find(|e| e.path == "/items/b1").unwrap().arrived;
+    let waited = b1.saturating_duration_since(a429);
+    eprintln!("B's next request {waited:?} after A's 429 with Retry-After: 3");
+    // A cooled down until it read the 429 (after the lab's `completed`)
+    // + 3 s; that instant went to Redis on A's clock offset and came back
+    // on B's, each measured from a loopback round trip (at most half of one
+    // off, under a millisecond here). 50 ms covers that many times over;
+    // B unaware of the cool-down would come about 3 s early.
+    let tolerance = Duration::from_millis(50);
+    assert!(
+        b1 + tolerance >= a429 + after,
+        "B came {waited:?} after A's 429"
+    );
+    // And it was the cool-down, not something slower: B went soon after.
+    assert!(waited < after + Duration::from_millis(1500), "{waited:?}");
+    // A itself retried after its Retry-After.
+    let a_again = log
+        .iter()
+        .filter(|e| e.path == "/items/a")
+        .nth(1)
+        .unwrap()
+        .arrived;
+    assert!(a_again + tolerance >= a429 + after);
+    assert!(notices.lock().unwrap().is_empty(), "{notices:?}");
+}
