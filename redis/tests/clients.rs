@@ -620,14 +620,14 @@ fn refusals_make_at_most_one_round_trip_per_send() {
     );
 }
 
-/// The fleet's cool-down on Redis for the lab's origin (server µs; 0: none).
-fn cool_on_redis(redis: &Redis, lab: &LabHandle) -> u64 {
+/// The fleet's field `field` on Redis for the lab's origin under `prefix`.
+fn field_on_redis(redis: &Redis, lab: &LabHandle, prefix: &str, field: &str) -> f64 {
     let origin = lab.url("/");
-    let key = format!("test:{{{}}}:st", origin.trim_end_matches('/'));
+    let key = format!("{prefix}{{{}}}:st", origin.trim_end_matches('/'));
     redis
-        .command_text(&["HGET", &key, "cool"])
+        .command_text(&["HGET", &key, field])
         .parse()
-        .unwrap_or(0)
+        .unwrap_or(0.0)
 }
 
 #[test]
@@ -671,7 +671,7 @@ fn another_processs_retry_after_holds_this_one_back() {
         assert!(started.elapsed() < Duration::from_secs(5), "no 429");
         std::thread::sleep(Duration::from_millis(1));
     };
-    while cool_on_redis(&redis, &lab) == 0 {
+    while field_on_redis(&redis, &lab, "test:", "cool") <= 0.0 {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "A's cool-down never reached Redis"
@@ -706,4 +706,87 @@ fn another_processs_retry_after_holds_this_one_back() {
         .arrived;
     assert!(a_again + tolerance >= a429 + after);
     assert!(notices.lock().unwrap().is_empty(), "{notices:?}");
+}
+
+/// Process A gets one bare 429 (no Retry-After); once its cut of the
+/// adaptive rate is on Redis, process B sends two requests one after the
+/// other, on paths where the lab allows 1 per 250 ms. `shared`: A's and
+/// B's fleets use one prefix (one Redis key), else one each. Returns the
+/// 429s of both, and the time between B's two first arrivals.
+fn after_a_bare_429(shared: bool) -> Option<(usize, Duration)> {
+    let binary = Redis::find_or_skip()?;
+    let redis = Redis::start(&binary);
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/items/a", vec![polite_lab::Step::without_retry_after(429)])
+            .quota(
+                Quota::sliding(1, Duration::from_millis(250))
+                    .on(polite_lab::PathMatch::prefix("/items/b")),
+            ),
+    )
+    .unwrap();
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let prefixes = if shared {
+        ["test:", "test:"]
+    } else {
+        ["a:", "b:"]
+    };
+    let [a, b] = prefixes.map(|prefix| {
+        let f = RedisFleet::new(
+            &redis.url(),
+            FleetOptions {
+                prefix: prefix.into(),
+                size: 2,
+                ..FleetOptions::default()
+            },
+        )
+        .unwrap();
+        client(base(), Some(SharedFleet::new(f)), &notices)
+    });
+    let a_url = lab.url("/items/a");
+    let a_thread = std::thread::spawn(move || a.send(get(a_url)).is_ok());
+    let started = Instant::now();
+    while field_on_redis(&redis, &lab, prefixes[0], "ar") <= 0.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "A's cut never reached Redis"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for path in ["/items/b0", "/items/b1"] {
+        assert!(b.send(get(lab.url(path))).is_ok(), "{path}");
+    }
+    assert!(a_thread.join().unwrap(), "A's retry failed");
+    let log = lab.log();
+    let first = |path: &str| log.iter().find(|e| e.path == path).unwrap().arrived;
+    let gap = first("/items/b1").saturating_duration_since(first("/items/b0"));
+    let n429 = log.count_429();
+    eprintln!("shared {shared}: {n429} x 429, B's requests {gap:?} apart");
+    assert!(notices.lock().unwrap().is_empty(), "{notices:?}");
+    Some((n429, gap))
+}
+
+#[test]
+fn a_bare_429_slows_the_other_process_too() {
+    let Some((alone_429, alone_gap)) = after_a_bare_429(false) else {
+        return;
+    };
+    let Some((shared_429, shared_gap)) = after_a_bare_429(true) else {
+        return;
+    };
+    // Unshared: B knows nothing of A's 429; its two requests go a round
+    // trip apart, and the second is over the lab's 1 per 250 ms: A's 429
+    // and at least that one.
+    assert!(alone_gap < Duration::from_millis(250), "{alone_gap:?}");
+    assert!(alone_429 >= 2, "{alone_429}");
+    // Shared: A's bare 429 cut the fleet's rate to 0.7 x its measured
+    // rate (a few sends a second at most here), 0.5/s at the floor; CUBIC
+    // grows it back to wmax (that measured rate, 2/s or less) over
+    // (wmax x 0.75)^(1/3), about 1 s, and past 4/s (the 250 ms below) only
+    // some 2.8 s after the cut, while B's first send is granted within about 2 s of it (the
+    // shared cool-down of A's backoff, <= 250 ms, then one interval of
+    // the cut rate). So B's second send waits one interval of the cut rate
+    // (measured 0.68 to 1.2 s) and only A's 429 remains.
+    assert!(shared_gap >= Duration::from_millis(250), "{shared_gap:?}");
+    assert_eq!(shared_429, 1);
 }
