@@ -26,14 +26,16 @@ pub(crate) const CANCELLED: u8 = 130;
 pub(crate) const HELP: &str = "\
 Exit codes:
   0    success
-  1    a final non-success answer (e.g. 404, or a job that ended failed)
+  1    a final non-success answer (e.g. 404, or a job that ended failed,
+       retries exhausted), or stdout could not be written
   2    usage error (bad flag, malformed URL, unreadable body file, bad duration)
   11   rate limited (the 429 budget was spent, or the server asked for longer
        than the automatic wait cap)
   124  timed out (--timeout reached, or the next permitted send would be after
        it: by the server's time, or by the client's own pace, and then a
        line on stderr names the limit and the flag to change)
-  130  cancelled by Ctrl-C";
+  130  cancelled by Ctrl-C
+A batch exits with the most telling code of its items: 130, 124, 11, 1, 2.";
 
 /// The exit code for an outcome.
 pub(crate) fn for_outcome(outcome: Outcome) -> u8 {

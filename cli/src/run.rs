@@ -84,11 +84,45 @@ fn ctrl_c() -> CancelToken {
     token
 }
 
-fn write_stdout(bytes: &[u8]) {
+/// Writes `bytes` to stdout; an error is the command's (see [`Stdout`]).
+fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    // A closed pipe (e.g. `| head`) is not an error worth a panic.
-    let _ = out.write_all(bytes);
-    let _ = out.flush();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// The exit code of a command whose output could not be written: `code`
+/// when it was; else 1, and a line on stderr unless the reader went away
+/// (a closed pipe, e.g. `| head`: nothing to say, nobody reads it).
+fn written(result: std::io::Result<()>, code: u8) -> u8 {
+    match result {
+        Ok(()) => code,
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                say(&format!("cannot write to stdout: {e}"));
+            }
+            exit::FAILED
+        }
+    }
+}
+
+/// A batch's result lines on stdout: the first write that fails is kept
+/// (and nothing more is written), so the batch can stop and say so.
+#[derive(Default)]
+struct Stdout {
+    failed: Option<std::io::Error>,
+}
+
+impl Stdout {
+    /// Writes one whole line; `false` once a write has failed.
+    fn line(&mut self, out: &mut impl Write, line: &str) -> bool {
+        if self.failed.is_none()
+            && let Err(e) = writeln!(out, "{line}")
+        {
+            self.failed = Some(e);
+        }
+        self.failed.is_none()
+    }
 }
 
 fn say(line: &str) {
@@ -114,17 +148,14 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
     let token = ctrl_c();
     let start = Instant::now();
     let code = match client.send_cancellable(req, &token) {
-        Ok(resp) => {
-            write_stdout(resp.body());
-            exit::OK
-        }
+        Ok(resp) => written(write_stdout(resp.body()), exit::OK),
         Err(e) => {
-            if let Some(resp) = e.response() {
-                // A final answer (404, the last 503, ...) is handed back too.
-                write_stdout(resp.body());
-            }
+            // A final answer (404, the last 503, ...) is handed back too.
+            let shown = e
+                .response()
+                .map_or(Ok(()), |resp| write_stdout(resp.body()));
             say(&explain(&e));
-            exit::for_error(&e)
+            written(shown, exit::for_error(&e))
         }
     };
     if verbose {
@@ -265,15 +296,15 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     }
     match result {
         Ok(done) => {
-            write_stdout(done.response.body());
-            if !done.response.body().ends_with(b"\n") {
-                write_stdout(b"\n");
+            let mut shown = write_stdout(done.response.body());
+            if shown.is_ok() && !done.response.body().ends_with(b"\n") {
+                shown = write_stdout(b"\n");
             }
             if success.contains(&done.state) {
-                Ok(exit::OK)
+                Ok(written(shown, exit::OK))
             } else {
                 say(&format!("job ended {}", done.state));
-                Ok(exit::FAILED)
+                Ok(written(shown, exit::FAILED))
             }
         }
         Err(e) => {
@@ -350,12 +381,13 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         .map_err(|e| Usage(e.to_string()))?;
     let mut worst = exit::OK;
     let mut starved: Option<(usize, Instant, PaceLimit)> = None;
+    let mut stdout = Stdout::default();
     // Each result as its item ends, from whichever thread drives the batch
     // (`for_each_result`: the threads that run the attempts; stdout is
     // locked for each line).
     stream.for_each_result(|(item, result)| {
         let mut out = std::io::stdout().lock();
-        worst = exit::worst([worst, book.flush_bad(&mut out, item, order)]);
+        worst = exit::worst([worst, book.flush_bad(&mut stdout, &mut out, item, order)]);
         // The input line and the URL as it may be printed (SPEC §5.1:
         // user-info, query values and fragment hidden); the line number is
         // what joins a result to its input.
@@ -378,8 +410,11 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         };
         // One whole line at a time (stdout is line-buffered): a consumer
         // sees each result as soon as it is written, and a Ctrl-C never
-        // leaves half a line.
-        let _ = writeln!(out, "{line}");
+        // leaves half a line. Output that cannot be written stops the
+        // batch: its results would be lost.
+        if !stdout.line(&mut out, &line.to_string()) {
+            token.cancel();
+        }
         worst = exit::worst([
             worst,
             result.as_ref().map_or_else(exit::for_error, |_| exit::OK),
@@ -397,13 +432,14 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     let mut out = std::io::stdout().lock();
     worst = exit::worst([
         worst,
-        book.flush_bad(&mut out, usize::MAX, BatchOrder::Input),
+        book.flush_bad(&mut stdout, &mut out, usize::MAX, BatchOrder::Input),
     ]);
     drop(out);
     if let Some(bar) = bar {
         bar.finish();
     }
-    if let Some(error) = book.read_error() {
+    let read_error = book.read_error();
+    if let Some(error) = &read_error {
         say(&format!("stopped reading URLs from stdin: {error}"));
         worst = exit::worst([worst, exit::FAILED]);
     }
@@ -415,6 +451,14 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
             until.saturating_duration_since(start),
             timeout,
             args.rate,
+        ));
+    }
+    if let Some(e) = stdout.failed {
+        // Not "cancelled": the results could not be written.
+        worst = written(Err(e), exit::OK);
+    } else if let (None, Some(last)) = (&read_error, book.unread_after()) {
+        say(&format!(
+            "the batch ended before reading all of stdin: it was not read past line {last}, and any line after it has no result"
         ));
     }
     Ok(worst)
@@ -444,6 +488,9 @@ struct Book {
     urls: Mutex<std::collections::HashMap<usize, (usize, String)>>,
     bad: Mutex<std::collections::BTreeMap<usize, Vec<String>>>,
     read_error: Mutex<Option<String>>,
+    /// The last line read, and whether the input ended there (`None`
+    /// until the first line).
+    read: Mutex<(usize, bool)>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -469,7 +516,10 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
     fn next(&mut self) -> Option<http::Request<Bytes>> {
         loop {
             let too_long = match read_line(&mut self.input, &mut self.buf) {
-                Ok(None) => return None,
+                Ok(None) => {
+                    locked(&self.book.read).1 = true;
+                    return None;
+                }
                 Ok(Some(too_long)) => too_long,
                 Err(e) => {
                     *locked(&self.book.read_error) = Some(e.to_string());
@@ -477,6 +527,7 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
                 }
             };
             self.line_no += 1;
+            locked(&self.book.read).0 = self.line_no;
             let built = match std::str::from_utf8(&self.buf) {
                 _ if too_long => Err(Usage(format!(
                     "line longer than {MAX_LINE} bytes (not read further)"
@@ -595,7 +646,13 @@ impl Book {
 
     /// Writes the lines that were no request and came before item `item`
     /// (in input order; as soon as seen otherwise); their exit code.
-    fn flush_bad(&self, out: &mut impl Write, item: usize, order: BatchOrder) -> u8 {
+    fn flush_bad(
+        &self,
+        stdout: &mut Stdout,
+        out: &mut impl Write,
+        item: usize,
+        order: BatchOrder,
+    ) -> u8 {
         let mut bad = locked(&self.bad);
         let due: Vec<usize> = match order {
             BatchOrder::Completion => bad.keys().copied().collect(),
@@ -604,7 +661,7 @@ impl Book {
         let mut code = exit::OK;
         for k in due {
             for line in bad.remove(&k).unwrap_or_default() {
-                let _ = writeln!(out, "{line}");
+                stdout.line(out, &line);
                 code = exit::USAGE;
             }
         }
@@ -613,6 +670,14 @@ impl Book {
 
     fn read_error(&self) -> Option<String> {
         locked(&self.read_error).take()
+    }
+
+    /// The last line read when the input was not read to its end (the
+    /// batch ended first: cancelled, timed out, starved); `None` when it
+    /// was.
+    fn unread_after(&self) -> Option<usize> {
+        let (last, ended) = *locked(&self.read);
+        (!ended).then_some(last)
     }
 }
 

@@ -482,3 +482,48 @@ fn an_empty_wait_field_or_state_is_a_usage_error_that_sends_nothing() {
     let o = polite(&["wait", "http://exa mple/", "--field", "data.state"]);
     assert!(!stderr(&o).contains("--field"), "{}", stderr(&o));
 }
+
+/// Output that cannot be written is an error, not a silent exit 0 with the
+/// results lost: one line on stderr, exit 1, and a batch stops sending.
+#[cfg(target_os = "linux")]
+#[test]
+fn output_that_cannot_be_written_is_exit_1_and_stops_a_batch() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(["get", &lab.url("/bytes/100000")])
+        .stdout(full())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to stdout"), "{err}");
+    let n = 2000;
+    let urls: String = (0..n)
+        .map(|i| lab.url(&format!("/items/{i}")) + "\n")
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(["batch", "--rate", "none"])
+        .stdin(Stdio::piped())
+        .stdout(full())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(urls.as_bytes())
+        .unwrap_or(()); // it may stop reading first
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("cannot write to stdout").count(), 1, "{err}");
+    let sent = lab.log().len() - 1;
+    assert!(sent < 100, "{sent} of {n} sent after the first line failed");
+}

@@ -147,3 +147,32 @@ fn a_rate_that_cannot_finish_in_time_says_so_in_one_line() {
         assert!(line.contains("starved"), "{line}");
     }
 }
+
+/// A batch that ends before it has read all of stdin (here: starved by a
+/// configured rate) says how far it read: every line it read has its
+/// result line, and stderr names the last one, so no input line is lost
+/// without a word.
+#[test]
+fn a_batch_that_ends_early_says_how_far_it_read_stdin() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let (o, _) = polite_with_stdin(
+        &["batch", "--rate", "2/60s", "--timeout", "2s"],
+        &urls(100, |i| lab.url(&format!("/items/{i}"))),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(124), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let read = out.lines().count();
+    assert!((3..100).contains(&read), "{read} result lines: {err}");
+    for (k, line) in out.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["line"], k + 1, "{line}");
+    }
+    let said = format!("it was not read past line {read}, and any line after it has no result");
+    assert!(err.contains(&said), "{err}");
+    // The count of items not sent is the lines read less the two sent.
+    assert!(
+        err.contains(&format!("{} items not sent", read - 2)),
+        "{err}"
+    );
+}
