@@ -40,8 +40,13 @@ pub enum BatchOrder {
     /// that many × body size. The default.
     #[default]
     Input,
-    /// As the items end: nothing waits; memory is bounded by the items in
-    /// progress.
+    /// As the items end: no result waits for an earlier one; memory is
+    /// bounded by the items in progress. Items are still pulled within
+    /// `window` items of the oldest one not yet ended (the batch machine
+    /// keeps each item's state from that one on, SPEC §4.4): an item
+    /// that hangs holds back the pulling of new items once `window` more
+    /// have been pulled, until it ends (by its answer or the deadline),
+    /// as in input order.
     Completion,
 }
 
