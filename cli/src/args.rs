@@ -59,7 +59,7 @@ pub(crate) struct Common {
     /// The whole budget: retries, waits and sleeps all spend it; longer
     /// than zero [default: 30s for get and wait; 10m for batch, the whole
     /// batch].
-    #[arg(long, value_parser = timeout)]
+    #[arg(long, value_parser = timeout, allow_hyphen_values = true)]
     pub(crate) timeout: Option<Duration>,
     /// Redirects followed per attempt (301, 302, 303, 307, 308); 0: none, a
     /// 3xx is the answer. A redirect to another origin (scheme, host, port)
@@ -181,7 +181,12 @@ pub(crate) struct DemoArgs {
 
 /// `90s`, `10m`, `1h30m`, `250ms`.
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (try 30s, 10m, 250ms)"))
+    humantime::parse_duration(s).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => {
+            "too long a duration (try 30s, 10m, 250ms)".to_owned()
+        }
+        e => format!("{e} (try 30s, 10m, 250ms)"),
+    })
 }
 
 /// A `--timeout`: a duration longer than zero (a zero budget could send
@@ -208,6 +213,9 @@ pub(crate) fn state(s: &str) -> Result<String, String> {
 }
 
 pub(crate) fn timeout(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("the timeout must be longer than zero (try 30s, 10m, 250ms)".into());
+    }
     let d = duration(s)?;
     if d.is_zero() {
         return Err("the timeout must be longer than zero (try 30s, 10m, 250ms)".into());
@@ -283,6 +291,9 @@ mod tests {
         assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(duration("soon").is_err());
         assert!(timeout("0").is_err() && timeout("0s").is_err() && timeout("0ms").is_err());
+        // A negative or overflowing one says what is wrong, in words.
+        assert!(timeout("-1s").is_err_and(|e| e.contains("longer than zero")));
+        assert!(timeout("99999999999999999999s").is_err_and(|e| e.starts_with("too long")));
         assert_eq!(timeout("1ms"), Ok(Duration::from_millis(1)));
     }
 

@@ -161,9 +161,8 @@ fn text(r: &AttemptRecord, verbose: bool, who: Who) -> Option<String> {
     let who = match who {
         Who::Line(Some(line)) => format!("line {line} attempt {attempt}"),
         Who::Line(None) => format!("item {} attempt {attempt}", r.id.item),
-        Who::Call if r.id.item > 0 || verbose => {
-            format!("item {} attempt {attempt}", r.id.item)
-        }
+        // A call's one item needs no number (get -v said "item 0").
+        Who::Call if r.id.item > 0 => format!("item {} attempt {attempt}", r.id.item),
         Who::Call => format!("attempt {attempt}"),
     };
     let mut note = String::new();
@@ -268,6 +267,12 @@ mod tests {
         assert_eq!(
             render(LogFormat::Text, false, event, Who::Call).as_deref(),
             Some("polite: attempt 1: HTTP 503 — retry in 250.000ms (backoff)")
+        );
+        // With -v too: a call's one item has no number.
+        let verbose = render(LogFormat::Text, true, event, Who::Call).expect("text");
+        assert!(
+            verbose.starts_with("polite: attempt 1: HTTP 503"),
+            "{verbose}"
         );
         let call = render(LogFormat::Json, false, event, Who::Call).expect("json");
         assert!(!call.contains("\"line\""), "{call}");
