@@ -724,8 +724,14 @@ fn starved_line(n: usize, by: PaceLimit, next: Duration, timeout: Duration, rate
 /// quote the URL, which can hold credentials (SPEC §5.1).
 fn explain(e: &polite_client::Error) -> String {
     let mut line = e.to_string();
+    // A failed lookup, or an error polite has no kind for (a server that
+    // does not speak HTTP: "invalid HTTP version"): the innermost cause's
+    // words, unless they could quote a URL (and with it a credential).
     if let polite_client::Error::Transport { error, .. } = e
-        && error.kind() == polite_core::TransportErrorKind::Dns
+        && matches!(
+            error.kind(),
+            polite_core::TransportErrorKind::Dns | polite_core::TransportErrorKind::Other
+        )
     {
         let mut cause: Option<&(dyn std::error::Error + 'static)> =
             std::error::Error::source(error);
@@ -734,7 +740,10 @@ fn explain(e: &polite_client::Error) -> String {
             last = Some(c);
             cause = c.source();
         }
-        if let Some(reason) = last.map(ToString::to_string).filter(|r| !r.is_empty()) {
+        if let Some(reason) = last
+            .map(ToString::to_string)
+            .filter(|r| !r.is_empty() && !r.contains("://") && !r.contains('@'))
+        {
             // ureq's prefix for an I/O error says nothing more.
             let reason = reason.strip_prefix("io: ").unwrap_or(&reason);
             line.push_str(": ");
@@ -781,5 +790,23 @@ mod tests {
         );
         assert_eq!(explain(&refused), refused.to_string());
         assert!(!explain(&refused).contains("secret"));
+        // An error of no known kind (a server that does not speak HTTP)
+        // says the reason too, unless it could quote a URL.
+        let garbage = transport(
+            TransportErrorKind::Other,
+            std::io::Error::other(std::io::Error::other(
+                "http parse fail: invalid HTTP version",
+            )),
+        );
+        assert!(
+            explain(&garbage).ends_with(": http parse fail: invalid HTTP version"),
+            "{}",
+            explain(&garbage)
+        );
+        let quoted = transport(
+            TransportErrorKind::Other,
+            std::io::Error::other("bad uri http://user:secret@host/"),
+        );
+        assert_eq!(explain(&quoted), quoted.to_string());
     }
 }
