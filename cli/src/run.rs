@@ -724,6 +724,24 @@ fn starved_line(n: usize, by: PaceLimit, next: Duration, timeout: Duration, rate
 /// quote the URL, which can hold credentials (SPEC §5.1).
 fn explain(e: &polite_client::Error) -> String {
     let mut line = e.to_string();
+    // When the server's time (or the next backoff) is the reason: how far
+    // off the next send was.
+    let wait = |at: Instant| at.saturating_duration_since(Instant::now());
+    match e.outcome() {
+        Some(Outcome::TimedOut { needed: Some(at) }) if !wait(at).is_zero() => {
+            line.push_str(&format!(
+                ": the next attempt could go only in {:.1?}, after the --timeout",
+                wait(at)
+            ));
+        }
+        Some(Outcome::RateLimited { retry_at: Some(at) }) if !wait(at).is_zero() => {
+            line.push_str(&format!(
+                ": the server asks to wait {:.1?} more, longer than polite waits by itself (60s)",
+                wait(at)
+            ));
+        }
+        _ => {}
+    }
     // A failed lookup, or an error polite has no kind for (a server that
     // does not speak HTTP: "invalid HTTP version"): the innermost cause's
     // words, unless they could quote a URL (and with it a credential).
@@ -770,6 +788,36 @@ mod tests {
             attempts: 5,
             elapsed: Duration::from_millis(1500),
         }
+    }
+
+    /// A timeout or a rate limit caused by a time too far off says how far.
+    #[test]
+    fn a_wait_too_long_says_how_long() {
+        let at = std::time::Instant::now() + Duration::from_secs(30);
+        let late = Error::Outcome {
+            outcome: Outcome::TimedOut { needed: Some(at) },
+            response: None,
+        };
+        let line = explain(&late);
+        assert!(
+            line.starts_with("timed out: the next attempt could go only in "),
+            "{line}"
+        );
+        assert!(line.ends_with("s, after the --timeout"), "{line}");
+        let capped = Error::Outcome {
+            outcome: Outcome::RateLimited { retry_at: Some(at) },
+            response: None,
+        };
+        let line = explain(&capped);
+        assert!(
+            line.starts_with("rate limited: the server asks to wait "),
+            "{line}"
+        );
+        let plain = Error::Outcome {
+            outcome: Outcome::TimedOut { needed: None },
+            response: None,
+        };
+        assert_eq!(explain(&plain), "timed out");
     }
 
     /// A failed lookup says the system's reason (the innermost source);
