@@ -308,10 +308,34 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             }
         }
         Err(e) => {
-            say(&explain(&e));
+            let mut line = explain(&e);
+            if let Some(why) = unreadable_job(&e, &args.field) {
+                line.push_str(": ");
+                line.push_str(&why);
+            }
+            say(&line);
             Ok(exit::for_error(&e))
         }
     }
+}
+
+/// Why a job's success answer could not be read as a state, for a wait
+/// that stopped on it (`NotRetryable` on a 2xx: the body is no JSON, or
+/// has no string at `--field`). The body itself is never shown.
+fn unreadable_job(e: &polite_client::Error, field: &str) -> Option<String> {
+    let Some(Outcome::NotRetryable { .. }) = e.outcome() else {
+        return None;
+    };
+    let answer = e.response().filter(|r| r.status().is_success())?;
+    let Ok(body) = serde_json::from_slice::<serde_json::Value>(answer.body()) else {
+        return Some("the answer's body is not JSON".to_owned());
+    };
+    let found = field.split('.').try_fold(&body, |v, key| v.get(key));
+    let field = echo(Input::Text, field);
+    Some(match found {
+        None => format!("the answer's JSON has no field {field} (--field)"),
+        Some(_) => format!("the answer's JSON field {field} is not a string (--field)"),
+    })
 }
 
 /// `polite batch`: URLs on stdin, one per line (blank lines and `#` comments

@@ -398,3 +398,27 @@ fn batch_writes_each_result_as_soon_as_it_may() {
         lab.clear_log();
     }
 }
+
+/// A wait whose answer is no job (a body that is not JSON, or JSON without
+/// the `--field`) says which, not only "not retryable (HTTP 200)".
+#[test]
+fn wait_says_why_an_answer_is_no_job() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    for (url, field, why) in [
+        (
+            lab.url("/items/a"),
+            "data.state",
+            "has no field `data.state`",
+        ),
+        (
+            lab.url("/bytes/10"),
+            "status",
+            "the answer's body is not JSON",
+        ),
+    ] {
+        let o = polite(&["wait", "--field", field, &url]);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 1, "{err}");
+        assert!(err.contains(why), "{field}: {err}");
+    }
+}
