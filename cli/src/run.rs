@@ -148,7 +148,12 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
     let token = ctrl_c();
     let start = Instant::now();
     let code = match client.send_cancellable(req, &token) {
-        Ok(resp) => written(write_stdout(resp.body()), exit::OK),
+        Ok(resp) => {
+            if resp.status().is_redirection() {
+                say(&unfollowed(&resp, &args.common));
+            }
+            written(write_stdout(resp.body()), exit::OK)
+        }
         Err(e) => {
             // A final answer (404, the last 503, ...) is handed back too.
             let shown = e
@@ -317,6 +322,25 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             Ok(exit::for_error(&e))
         }
     }
+}
+
+/// Why a redirect came back as the answer (not followed): the flags, or
+/// its `Location` (shown without user-info or query values).
+fn unfollowed(resp: &http::Response<Bytes>, common: &Common) -> String {
+    let status = resp.status().as_u16();
+    let location = resp
+        .headers()
+        .get(http::header::LOCATION)
+        .and_then(|l| l.to_str().ok());
+    let why = match location {
+        _ if common.max_redirects == 0 => "--max-redirects 0".to_owned(),
+        None => "it has no Location".to_owned(),
+        Some(l) => format!(
+            "to {}: not an http(s) URL on an origin it may follow (--same-origin-redirects, --max-redirects)",
+            echo(Input::Url, l)
+        ),
+    };
+    format!("HTTP {status} not followed: {why}")
 }
 
 /// Why a job's success answer could not be read as a state, for a wait

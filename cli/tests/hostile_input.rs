@@ -527,3 +527,30 @@ fn output_that_cannot_be_written_is_exit_1_and_stops_a_batch() {
     let sent = lab.log().len() - 1;
     assert!(sent < 100, "{sent} of {n} sent after the first line failed");
 }
+
+/// A redirect that comes back as the answer says so on stderr, and why,
+/// never echoing the Location's credentials.
+#[test]
+fn a_redirect_not_followed_says_why_without_its_secrets() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let ftp = lab.url("/redirect?to=ftp://bob:hunter2pw@127.0.0.1/x%3Ftoken%3DSECRET456");
+    let o = polite(&["get", &ftp]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("HTTP 302 not followed: to `ftp://***@"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("hunter2pw") && !err.contains("SECRET456"),
+        "{err}"
+    );
+    let plain = lab.url(&format!("/redirect?to={}", lab.url("/items/a")));
+    let o = polite(&["get", &plain, "--max-redirects", "0"]);
+    assert!(
+        stderr(&o).contains("HTTP 302 not followed: --max-redirects 0"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(lab.log().len(), 2, "no hop sent");
+}
