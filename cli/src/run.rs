@@ -821,8 +821,10 @@ fn explain(e: &polite_client::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::explain;
+    use super::{explain, starved_line};
+    use crate::args::Rate;
     use polite_client::{Error, TransportError};
+    use polite_core::pace::PaceLimit;
     use polite_core::{Outcome, Reply, RetryClass, TransportErrorKind};
     use std::time::Duration;
 
@@ -836,6 +838,40 @@ mod tests {
             attempts: 5,
             elapsed: Duration::from_millis(1500),
         }
+    }
+
+    /// SPEC §4.1: the starved line names the limit that refused and what
+    /// to change, for each kind of limit.
+    #[test]
+    fn a_starved_batch_names_its_limit_and_what_to_change() {
+        let (next, timeout) = (Duration::from_secs(61), Duration::from_secs(2));
+        let line = |by| starved_line(3, by, next, timeout, Rate::Auto);
+        let learned = line(PaceLimit::Window {
+            limit: 5,
+            window: Duration::from_secs(60),
+            learned: true,
+        });
+        assert_eq!(
+            learned,
+            "3 items not sent: the server's quota of 5 per 60s (from its RateLimit-Policy) allows the next send only at +61.0s, after the --timeout of 2.0s; the server allows no more; raise --timeout to more than 61.0s"
+        );
+        let adaptive = line(PaceLimit::Adaptive {
+            interval: Duration::from_secs(4),
+        });
+        assert!(
+            adaptive.contains("the adaptive rate (one send every 4s")
+                && adaptive.contains("(--rate auto)")
+                && adaptive.ends_with("raise --timeout, or send fewer items at once"),
+            "{adaptive}"
+        );
+        let cool = line(PaceLimit::CoolDown);
+        assert!(
+            cool.starts_with("3 items not sent: a cool-down the server asked for allows")
+                && cool.ends_with("; raise --timeout"),
+            "{cool}"
+        );
+        let one = starved_line(1, PaceLimit::CoolDown, next, timeout, Rate::Auto);
+        assert!(one.starts_with("1 item not sent"), "{one}");
     }
 
     /// A timeout or a rate limit caused by a time too far off says how far.
