@@ -83,7 +83,9 @@ fn run<P: PaceSet>(
             Action::Send(plan) => {
                 in_flight += 1;
                 if in_flight > concurrency {
-                    return Err(format!("{in_flight} in flight at concurrency {concurrency}"));
+                    return Err(format!(
+                        "{in_flight} in flight at concurrency {concurrency}"
+                    ));
                 }
                 let k = plan.id.item;
                 if !sent.contains(&k) {
@@ -154,12 +156,18 @@ fn one_hanging_item_does_not_stop_the_pulling() {
     // any time passed (item 0 still in flight).
     assert_eq!(BatchMachine::<SplitMix64, Unpaced>::STREAM_WINDOW * 2, 8);
     for k in 1..n {
-        assert!(r.sent_at_t0[k as usize], "item {k} not sent while item 0 hung");
+        assert!(
+            r.sent_at_t0[k as usize],
+            "item {k} not sent while item 0 hung"
+        );
     }
     assert_eq!(r.sent.len(), n as usize);
     assert_eq!(r.outcomes[0], Some(Outcome::TimedOut { needed: None }));
     for k in 1..n {
-        assert_eq!(r.outcomes[k as usize], Some(Outcome::Succeeded { status: 200 }));
+        assert_eq!(
+            r.outcomes[k as usize],
+            Some(Outcome::Succeeded { status: 200 })
+        );
     }
     assert_eq!(r.outcome, Outcome::TimedOut { needed: None });
 }
@@ -171,8 +179,14 @@ fn one_hanging_item_does_not_stop_a_keyed_batch() {
     let hanging: HashSet<u32> = [0].into();
     let r = run(2, n, &hanging, [Unpaced, Unpaced], |_| 200).unwrap();
     for k in 1..n {
-        assert!(r.sent_at_t0[k as usize], "item {k} not sent while item 0 hung");
-        assert_eq!(r.outcomes[k as usize], Some(Outcome::Succeeded { status: 200 }));
+        assert!(
+            r.sent_at_t0[k as usize],
+            "item {k} not sent while item 0 hung"
+        );
+        assert_eq!(
+            r.outcomes[k as usize],
+            Some(Outcome::Succeeded { status: 200 })
+        );
     }
     assert_eq!(r.outcomes[0], Some(Outcome::TimedOut { needed: None }));
 }

@@ -22,11 +22,11 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// attempt was classed (`after_answer`).
     pub(super) fn answer(&mut self, k: u32, event: Event<'_>, response: Option<&Response<'_>>) {
         let i = k as usize;
-        if i < self.base as usize || i >= self.len32() as usize || self.at(i).done.is_some() {
+        // Unknown, or ended (a streaming batch holds no ended item).
+        let Some(p) = self.position(i).filter(|&p| self.items[p].done.is_none()) else {
             return;
-        }
-        let base = self.base as usize;
-        let item = &mut self.items[i - base];
+        };
+        let item = &mut self.items[p];
         let was_in_flight = item.state.in_flight();
         let slot = item.slot;
         item.state.handle(
@@ -101,9 +101,12 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         self.end(i, o);
     }
 
-    /// Records item `i`'s one outcome.
+    /// Records item `i`'s one outcome (a streaming batch releases it).
     pub(super) fn end(&mut self, i: usize, o: Outcome) {
-        let item = self.at_mut(i);
+        let Some(p) = self.position(i) else {
+            return; // released: it has ended
+        };
+        let item = &mut self.items[p];
         item.wait = Wait::Nothing;
         if item.done.is_some() {
             return;
@@ -127,12 +130,10 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         }
         if self.streaming {
             self.ended_out.push_back((i as u32, o));
-            // Release the ended items at the front: memory follows the
-            // items in progress, not the batch's size.
-            while self.items.front().is_some_and(|it| it.done.is_some()) && self.base < self.fresh {
-                self.items.pop_front();
-                self.base += 1;
-            }
+            // Released where it ends: memory follows the items in
+            // progress, not the batch's size nor how far the batch got
+            // past an item that hangs.
+            let _ = self.items.remove(p);
         } else if let Some(slot) = self.outcomes.get_mut(i) {
             *slot = Some(o);
         }
@@ -145,16 +146,15 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             return;
         }
         let mut next: Option<Instant> = None;
-        for k in self.base..self.fresh.max(self.reach) {
-            if k < self.base {
-                continue; // released by an end earlier in this loop
-            }
-            let i = k as usize;
-            let base = self.base as usize;
-            match self.at(i).wait {
+        // The items ever started (only those wait): held ones below this.
+        let started = self.fresh.max(self.reach);
+        let mut p = 0;
+        while p < self.items.len() && self.items[p].index < started {
+            let k = self.items[p].index;
+            match self.items[p].wait {
                 Wait::Nothing => {}
                 Wait::Retry(at) if at <= now => {
-                    let item = &mut self.items[i - base];
+                    let item = &mut self.items[p];
                     item.wait = Wait::Nothing;
                     let slot = item.slot;
                     item.state.handle(
@@ -174,7 +174,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                     }
                 }
                 Wait::Restart { at, .. } if at <= now => {
-                    let item = &mut self.items[i - base];
+                    let item = &mut self.items[p];
                     let old = &item.state;
                     let mut state =
                         RetryState::new(&self.policy.retry, old.request, k, now, self.deadline);
@@ -190,6 +190,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                     next = Some(next.map_or(at, |w| w.min(at)));
                 }
             }
+            p = self.next_after(p, k);
         }
         self.next_wake = next;
     }
@@ -197,10 +198,11 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     pub(super) fn cancel(&mut self) {
         self.cancelled = true;
         self.closed = true;
-        for i in self.base as usize..self.len32() as usize {
-            if i >= self.base as usize && self.at(i).done.is_none() {
-                let base = self.base as usize;
-                let item = &mut self.items[i - base];
+        let mut p = 0;
+        while p < self.items.len() {
+            let k = self.items[p].index;
+            if self.items[p].done.is_none() {
+                let item = &mut self.items[p];
                 let slot = item.slot;
                 item.state.handle(
                     &self.policy.retry,
@@ -216,8 +218,9 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                 if let Some(r) = item.state.take_record() {
                     self.dropped.push(r);
                 }
-                self.end(i, Outcome::Cancelled);
+                self.end(k as usize, Outcome::Cancelled);
             }
+            p = self.next_after(p, k);
         }
         // Handed out last first: in item order.
         self.dropped.reverse();
@@ -230,15 +233,18 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             return;
         }
         self.closed = true;
-        for i in self.base as usize..self.len32() as usize {
-            if i >= self.base as usize && self.at(i).done.is_none() {
-                let o = match self.at(i).wait {
+        let mut p = 0;
+        while p < self.items.len() {
+            let k = self.items[p].index;
+            let i = k as usize;
+            if self.items[p].done.is_none() {
+                let o = match self.items[p].wait {
                     // Its restart never happened: it stays what it was.
                     Wait::Restart { ended, .. } => ended,
                     _ => Outcome::TimedOut { needed: None },
                 };
                 // Its attempt in flight, dropped unanswered: its record.
-                let state = &mut self.at_mut(i).state;
+                let state = &mut self.items[p].state;
                 if state.in_flight() {
                     state.finish(o);
                     if let Some(r) = state.take_record() {
@@ -247,6 +253,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                 }
                 self.end(i, o);
             }
+            p = self.next_after(p, k);
         }
         self.dropped.reverse();
         self.settle();
@@ -271,12 +278,27 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         while let Some(k) = self.ready.pop_front() {
             self.end(k as usize, o);
         }
-        for i in self.fresh as usize..self.len32() as usize {
-            self.end(i, o);
+        // The items never sent: those from `fresh` on.
+        let mut p = self.first_from(self.fresh);
+        while p < self.items.len() {
+            let k = self.items[p].index;
+            self.end(k as usize, o);
+            p = self.next_after(p, k);
         }
         self.fresh = self.len32();
         // Every later item would starve the same way: take no more.
         self.closed = true;
+    }
+
+    /// The position after item `k`, which lay at position `p` before a
+    /// step that may have released it (and only it): walks the items held
+    /// while they end.
+    pub(super) fn next_after(&self, p: usize, k: u32) -> usize {
+        if self.items.get(p).is_some_and(|it| it.index == k) {
+            p + 1
+        } else {
+            p
+        }
     }
 
     pub(super) fn has_ready(&self) -> bool {
@@ -287,7 +309,14 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
     /// and returns its send.
     pub(super) fn send_next(&mut self) -> Option<SendPlan> {
         let k = match self.ready.pop_front() {
-            Some(k) if k < self.base || self.at(k as usize).done.is_some() => return None,
+            // Ended meanwhile (released, in a streaming batch).
+            Some(k)
+                if self
+                    .window_item(k as usize)
+                    .is_none_or(|it| it.done.is_some()) =>
+            {
+                return None;
+            }
             Some(k) => k,
             None if self.fresh < self.len32() => {
                 self.fresh += 1;

@@ -61,11 +61,13 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         }
     }
 
-    /// Moves `fresh` past the items started out of order.
+    /// Moves `fresh` past the items started out of order (and those
+    /// released: every ended item was started, or ended unstarted).
     pub(super) fn skip_started(&mut self) {
         while self.fresh < self.len32()
-            && self.fresh >= self.base
-            && self.at(self.fresh as usize).started
+            && self
+                .window_item(self.fresh as usize)
+                .is_none_or(|it| it.started)
         {
             self.fresh += 1;
         }
@@ -79,18 +81,17 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         // Every item never started lies at or after `fresh`: with no key
         // refused, all of them wait (the count kept, not a walk of the
         // window on every action).
+        let from = self.first_from(self.fresh);
         if self.refused.is_empty() {
             debug_assert_eq!(
                 self.unstarted,
-                (self.fresh.max(self.base)..self.len32())
-                    .filter(|&k| !self.at(k as usize).started)
-                    .count() as u32
+                self.items.range(from..).filter(|it| !it.started).count() as u32
             );
             return self.unstarted;
         }
-        (self.fresh.max(self.base)..self.len32())
-            .filter(|&k| {
-                let it = self.at(k as usize);
+        self.items
+            .range(from..)
+            .filter(|it| {
                 !it.started
                     && it.done.is_none()
                     && !self
@@ -140,7 +141,10 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         let mut q = 0;
         while q < self.ready.len() {
             let k = self.ready[q];
-            if k < self.base || self.at(k as usize).done.is_some() {
+            if self
+                .window_item(k as usize)
+                .is_none_or(|it| it.done.is_some())
+            {
                 let _ = self.ready.remove(q);
                 continue;
             }
@@ -162,15 +166,13 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         }
         let lookahead = self.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
         let end = self.fresh.saturating_add(lookahead);
-        let mut k = self.fresh;
-        while k < end.min(self.len32()) {
-            if k < self.base {
-                k = self.base; // released by an end in this loop
-                continue;
-            }
-            let item = self.at(k as usize);
+        // The items held within the lookahead (those released have ended).
+        let mut p = self.first_from(self.fresh);
+        while p < self.items.len() && self.items[p].index < end {
+            let item = &self.items[p];
+            let k = item.index;
             if item.started || item.done.is_some() {
-                k += 1;
+                p += 1;
                 continue;
             }
             match self.ask(item.slot) {
@@ -181,7 +183,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
                     changed = true;
                 }
             }
-            k += 1;
+            p = self.next_after(p, k);
         }
         if changed {
             Pick::Again

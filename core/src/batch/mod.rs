@@ -56,6 +56,7 @@ impl Item {
         deadline: Instant,
     ) -> Item {
         Item {
+            index: k,
             state: RetryState::new(&policy.retry, request, k, now, deadline),
             restarts: 0,
             wait: Wait::Nothing,
@@ -69,6 +70,8 @@ impl Item {
 
 #[derive(Clone, Debug)]
 struct Item {
+    /// Its index in the input (`SendId::item`).
+    index: u32,
     state: RetryState,
     restarts: u32,
     wait: Wait,
@@ -238,11 +241,15 @@ pub struct BatchMachine<R, P, B = NoBudget> {
     pace: P,
     budget: B,
     rate_limit: RateLimitHeaders,
-    /// Items `base..base + items.len()`: every item of a batch built from a
-    /// list; for a streaming batch, those from the oldest not yet ended to
-    /// the newest pushed (ended ones at the front are released).
+    /// The items held, in input order (by [`Item::index`]): every item of
+    /// a batch built from a list; for a streaming batch, only those not yet
+    /// ended (an item is released where it ends, so an ended item costs
+    /// nothing, wherever it lies). Looked up by index through
+    /// [`at`](Self::at), [`at_mut`](Self::at_mut) and
+    /// [`window_item`](Self::window_item) only.
     items: VecDeque<Item>,
-    base: u32,
+    /// Items known so far (pushed, for a streaming batch).
+    len: u32,
     /// Every item's outcome, for a batch built from a list (empty when
     /// streaming: ended items are handed out through `take_ended`).
     outcomes: Vec<Option<Outcome>>,
@@ -382,7 +389,7 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
             outcomes: vec![None; items.len()],
             ready: VecDeque::with_capacity(items.len()),
             items,
-            base: 0,
+            len: n,
             streaming: false,
             closed: true,
             ended_out: VecDeque::new(),
@@ -458,10 +465,13 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
         batch.streaming = true;
         batch.closed = false;
         batch.outcomes = Vec::new();
+        // Room for a window of items held, ready and refused, reserved once.
+        let held = batch.policy.concurrency.saturating_mul(Self::STREAM_WINDOW) as usize;
+        batch.items = VecDeque::with_capacity(held);
+        batch.ready = VecDeque::with_capacity(held);
         if !batch.single {
             // At most one refusal per slot of the items held.
-            let held = batch.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
-            batch.refused = Vec::with_capacity(held as usize);
+            batch.refused = Vec::with_capacity(held);
         }
         Ok(batch)
     }
@@ -507,7 +517,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
             budget,
             rate_limit: self.rate_limit,
             items: self.items,
-            base: self.base,
+            len: self.len,
             outcomes: self.outcomes,
             streaming: self.streaming,
             closed: self.closed,
@@ -587,22 +597,43 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
 
     /// Items known so far (pushed, for a streaming batch).
     fn len32(&self) -> u32 {
-        self.base + self.items.len() as u32
+        self.len
     }
 
-    /// Item `item` if it is still held (always, for a batch from a list).
+    /// Where item `item` lies in `items`, if it is held: at once when the
+    /// items from the first held one on are all held (a batch from a
+    /// list), else by binary search (a streaming batch holds at most a
+    /// window of items).
+    fn position(&self, item: usize) -> Option<usize> {
+        let item = u32::try_from(item).ok()?;
+        let guess = item.checked_sub(self.items.front()?.index)? as usize;
+        if self.items.get(guess).is_some_and(|it| it.index == item) {
+            return Some(guess);
+        }
+        self.items.binary_search_by_key(&item, |it| it.index).ok()
+    }
+
+    /// The position in `items` of the first item held at or after index
+    /// `item`.
+    fn first_from(&self, item: u32) -> usize {
+        self.items.partition_point(|it| it.index < item)
+    }
+
+    /// Item `item` if it is still held (always, for a batch from a list;
+    /// for a streaming batch, while it has not ended).
     fn window_item(&self, item: usize) -> Option<&Item> {
-        item.checked_sub(self.base as usize)
-            .and_then(|i| self.items.get(i))
+        self.position(item).map(|p| &self.items[p])
     }
 
+    /// Item `i`, held.
     fn at(&self, i: usize) -> &Item {
-        &self.items[i - self.base as usize]
+        self.window_item(i).expect("an item held")
     }
 
+    /// Item `i`, held.
     fn at_mut(&mut self, i: usize) -> &mut Item {
-        let base = self.base as usize;
-        &mut self.items[i - base]
+        let p = self.position(i).expect("an item held");
+        &mut self.items[p]
     }
 
     /// Feeds what happened at `now`. Answers name their item by
@@ -1030,19 +1061,30 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> Machine for BatchMachine<R, P, B> {
         if !self.streaming || self.closed || self.stopped.is_some() {
             return 0;
         }
+        // Only the items not yet ended count: an item that hangs holds
+        // its own place, not the pulling of those after it.
         let held = self.items.len() as u32;
         let window = self.policy.concurrency.saturating_mul(Self::STREAM_WINDOW);
         // Pull only what could start now: no more waiting to start than
         // there is room to send (in a keyed batch, items whose key's pace
-        // refuses do not count: they must not hold back the other keys).
+        // refuses do not count: they must not hold back the other keys),
+        // and none past the lookahead of a window from the oldest item
+        // not yet started (in a keyed batch an item past it could not
+        // start; with one pace the items not started are all held, so
+        // they never reach past it).
         let waiting = if self.single {
             self.len32() - self.fresh
         } else {
             self.waiting_keyed()
         };
+        let lookahead = self
+            .fresh
+            .saturating_add(window)
+            .saturating_sub(self.len32());
         window
             .saturating_sub(held)
             .min(self.policy.concurrency.saturating_sub(waiting))
+            .min(lookahead)
     }
     fn push_item(&mut self, request: RequestInfo) {
         if !self.streaming || self.closed || self.len32() == u32::MAX {
@@ -1051,6 +1093,7 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> Machine for BatchMachine<R, P, B> {
         let k = self.len32();
         let item = Item::new(&self.policy, request, k, self.now, self.deadline);
         self.items.push_back(item);
+        self.len += 1;
         self.unstarted += 1;
     }
     fn close_items(&mut self) {
