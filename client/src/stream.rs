@@ -41,12 +41,12 @@ pub enum BatchOrder {
     #[default]
     Input,
     /// As the items end: no result waits for an earlier one; memory is
-    /// bounded by the items in progress. Items are still pulled within
-    /// `window` items of the oldest one not yet ended (the batch machine
-    /// keeps each item's state from that one on, SPEC §4.4): an item
-    /// that hangs holds back the pulling of new items once `window` more
-    /// have been pulled, until it ends (by its answer or the deadline),
-    /// as in input order.
+    /// bounded by the items in progress (the batch machine keeps the state
+    /// of the items not yet ended only, at most `window` of them, SPEC
+    /// §4.4). An item that hangs holds its own concurrency slot until it
+    /// ends (by its answer or the deadline), not the items after it: new
+    /// items go on being pulled and sent while other slots are free
+    /// (unlike input order, whose reorder window waits for it).
     Completion,
 }
 

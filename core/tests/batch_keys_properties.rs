@@ -213,11 +213,11 @@ impl Invariants<Streamed> for BatchChecker {
     }
 }
 
-/// `s` with at most a window of items: a streaming batch holds its items
-/// from the oldest not yet ended, at most a window of them, so a key
-/// refused for long (a cool-down, a retry's wait) holds back the items
-/// past the window whatever their keys (the price of bounded memory; the
-/// checker's `head-of-line` rule knows every item from the start).
+/// `s` with at most a window of items: a streaming batch holds at most a
+/// window of items not yet ended, so a key refused for long (a cool-down,
+/// a retry's wait) whose items fill it holds back the items past it
+/// whatever their keys (the price of bounded memory; the checker's
+/// `head-of-line` rule knows every item from the start).
 fn within_window(s: &Setup) -> Setup {
     let mut s = s.clone();
     let window = BatchMachine::<SplitMix64, Paces>::STREAM_WINDOW * s.policy.concurrency;

@@ -419,12 +419,18 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
     /// pushes each request ([`Machine::push_item`]) while the machine
     /// [wants](Machine::wants_items) more, says when there are no more
     /// ([`Machine::close_items`]), and takes each item's outcome as it ends
-    /// ([`Machine::take_ended`]). The machine holds the items from the
-    /// oldest one not yet ended to the newest: at most
-    /// [`BatchMachine::STREAM_WINDOW`] × `concurrency` (about 250 bytes
-    /// each), whatever the batch's size; [`outcomes`](Self::outcomes) stays
-    /// empty. Items never pushed (the batch was cancelled, timed out or
-    /// starved first) have no outcome here.
+    /// ([`Machine::take_ended`]). The machine holds only the items not yet
+    /// ended (an item is released as it ends, its outcome waiting in
+    /// `take_ended`): at most [`BatchMachine::STREAM_WINDOW`] ×
+    /// `concurrency` of them (about 250 bytes each), whatever the batch's
+    /// size and however far it got past an item that hangs. An item whose
+    /// attempt is never answered holds its own place (and its concurrency
+    /// slot) until the deadline, not the items after it: they go on being
+    /// pulled and sent while slots are free. Nor does it pull past a
+    /// window from the oldest item not yet started (the lookahead of a
+    /// keyed batch). [`outcomes`](Self::outcomes) stays empty. Items never
+    /// pushed (the batch was cancelled, timed out or starved first) have
+    /// no outcome here.
     ///
     /// # Errors
     ///
@@ -439,7 +445,8 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
     /// let policy = BatchPolicy { concurrency: 2, ..BatchPolicy::default() };
     /// let mut batch = BatchMachine::streaming(policy, SplitMix64::new(1), Unpaced, t0,
     ///                                         Duration::from_secs(10)).unwrap();
-    /// // As many as could start now (the concurrency); at most 4 × concurrency held.
+    /// // As many as could start now (the concurrency); at most 4 × concurrency
+    /// // held (not yet ended).
     /// assert_eq!(batch.wants_items(), 2);
     /// batch.push_item(RequestInfo::new(RequestId(1), Method::Get));
     /// assert_eq!(batch.wants_items(), 1);
@@ -478,8 +485,10 @@ impl<R: Rng, P: PaceSet> BatchMachine<R, P> {
 }
 
 impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
-    /// A streaming batch holds at most this many items per unit of
-    /// concurrency (from the oldest not yet ended to the newest): 4.
+    /// A streaming batch holds at most this many items not yet ended per
+    /// unit of concurrency (ended items are released at once, wherever
+    /// they lie), and starts none further than this many per unit of
+    /// concurrency past the oldest item not yet started: 4.
     pub const STREAM_WINDOW: u32 = 4;
 
     /// The same batch drawing every retry (and every restart) from a shared
