@@ -508,6 +508,86 @@ fn a_streaming_batch_reads_as_it_goes_and_hands_out_in_input_order() {
     );
 }
 
+/// Every send answers 200 at once, but those of `/items/0`: never
+/// answered (until the batch's deadline ends it). Records each send's
+/// virtual instant.
+#[derive(Clone, Default)]
+struct HangsOnItem0 {
+    sent: Arc<Mutex<Vec<Instant>>>,
+}
+
+/// An answer now, or never.
+struct NowOrNever(Option<Result<http::Response<Bytes>, TransportError>>);
+
+impl std::future::Future for NowOrNever {
+    type Output = Result<http::Response<Bytes>, TransportError>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.get_mut()
+            .0
+            .take()
+            .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+    }
+}
+
+impl Transport for HangsOnItem0 {
+    type Sending = NowOrNever;
+    fn send(&self, request: http::Request<Bytes>, _: Instant) -> NowOrNever {
+        self.sent.lock().unwrap().push(now());
+        if request.uri().path() == "/items/0" {
+            return NowOrNever(None);
+        }
+        NowOrNever(Some(Ok(http::Response::new(Bytes::from_static(b"ok")))))
+    }
+}
+
+#[test]
+fn a_hanging_item_holds_back_no_other_item_in_completion_order() {
+    // The user trial: one URL of a batch hangs. In completion order every
+    // other item is pulled and sent while it hangs (before any time
+    // passes), far past the window of 4 × 2 items, and succeeds; it ends
+    // at the deadline, handed out last. (Virtual time jumps to the
+    // deadline as soon as the drive waits, so when a result is taken says
+    // little: the instants of the sends say when the items went.)
+    const ITEMS: usize = 200;
+    let config = Config {
+        concurrency: 2,
+        timeout: Duration::from_secs(600),
+        retry_budget: None,
+        ..quiet()
+    };
+    let server = HangsOnItem0::default();
+    let client: Client<Sim, HangsOnItem0> = Client::with_transport(server.clone(), config).unwrap();
+    let t0 = now();
+    let source = (0..ITEMS).map(|i| get(&format!("/items/{i}")));
+    let mut stream = client.batch_stream(source, BatchOrder::Completion).unwrap();
+    let mut seen = Vec::new();
+    while let Some((i, result)) = stream.next_result() {
+        seen.push((i, now(), result.map(|r| r.status())));
+    }
+    assert_eq!(seen.len(), ITEMS, "every item exactly once");
+    let sent = server.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), ITEMS, "one send per item");
+    assert!(sent.iter().all(|&t| t == t0), "a send waited for item 0");
+    for (i, _, status) in &seen[..ITEMS - 1] {
+        assert!(*i != 0, "item 0 ended before the others");
+        assert_eq!(
+            status.as_ref().ok(),
+            Some(&http::StatusCode::OK),
+            "item {i}"
+        );
+    }
+    let (i, at, status) = &seen[ITEMS - 1];
+    assert_eq!(*i, 0);
+    assert!(*at >= t0 + Duration::from_secs(600), "item 0 ended early");
+    assert_eq!(
+        status.as_ref().unwrap_err().outcome(),
+        Some(Outcome::TimedOut { needed: None })
+    );
+}
+
 #[test]
 fn a_cancelled_streaming_batch_hands_out_what_it_started_and_reads_no_more() {
     let client: Client<Sim, Script> = Client::with_transport(Script::default(), quiet()).unwrap();
