@@ -12,6 +12,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, UNIX_EPOCH};
 
+use polite_core::pace::Unpaced;
 use polite_core::policy::MaxRetries;
 use polite_core::poll::JobReport;
 use polite_core::{
@@ -415,4 +416,97 @@ fn keyed_batch_steps_allocate_nothing() {
         decisions > 1000 && b.outcome().is_none(),
         "{decisions} decisions"
     );
+}
+
+/// Drives a streaming batch until `fed` reaches `total` and every item but
+/// item 0 has ended: feeds items while it wants them (over three keys),
+/// answers each send 5 ms later with `answer(n, id)` but never item 0's
+/// (it hangs), and takes what ended. How many items ended meanwhile.
+fn drive_streaming<M: Machine + ?Sized>(
+    m: &mut M,
+    now: &mut std::time::Instant,
+    fed: &mut u64,
+    total: u64,
+    answer: impl Fn(u32, SendId) -> Event<'static>,
+) -> u64 {
+    let mut flying = [None::<SendId>; 64];
+    let mut answers = 0u32;
+    let mut ended = 0u64;
+    loop {
+        while *fed < total && m.wants_items() > 0 {
+            let slot = (*fed % 3) as u32;
+            m.push_item(RequestInfo::new(RequestId(*fed), Method::Get).with_pace_slot(slot));
+            *fed += 1;
+        }
+        match m.poll_action() {
+            Action::Send(plan) if plan.id.item == 0 => {}
+            Action::Send(plan) => {
+                let slot = flying
+                    .iter_mut()
+                    .find(|f| f.is_none())
+                    .expect("64 in flight");
+                *slot = Some(plan.id);
+            }
+            Action::SleepUntil(_) if *fed < total && m.wants_items() > 0 => {}
+            Action::SleepUntil(t) => {
+                if let Some(id) = flying.iter_mut().find_map(Option::take) {
+                    *now += Duration::from_millis(5);
+                    m.handle(*now, answer(answers, id));
+                    answers += 1;
+                } else if *fed < total || Some(t) < m.deadline() {
+                    *now = (*now).max(t);
+                    m.handle(*now, Event::Tick);
+                } else {
+                    // Only item 0 is left, hanging.
+                    return ended;
+                }
+                let _ = m.take_record();
+                let _ = m.take_notice();
+            }
+            Action::Stop(o) => panic!("stopped: {o:?}"),
+        }
+        while m.take_ended().is_some() {
+            ended += 1;
+        }
+    }
+}
+
+/// A streaming batch past an item that hangs: once its window has been
+/// reserved and grown, thousands more items come, retry and end without
+/// an allocation (items are released where they end: nothing grows with
+/// how far the batch got past the hanging one).
+#[test]
+fn streaming_batch_items_allocate_nothing_once_warm() {
+    let answer = |n: u32, id| match n % 4 {
+        0 => Event::Response(Response::new(id, 503, WALL)),
+        1 => Event::Response(Response::new(id, 404, WALL)),
+        _ => Event::Response(Response::new(id, 200, WALL)),
+    };
+    let policy = BatchPolicy {
+        retry: roomy(),
+        concurrency: 6,
+        max_restarts: 2,
+    };
+    let t0 = origin();
+    let timeout = Duration::from_secs(1_000_000);
+    // One pace, then one pace per key.
+    let mut single =
+        BatchMachine::streaming(policy, SplitMix64::new(4), Unpaced, t0, timeout).unwrap();
+    let throttle = || RateThrottle::new(1_000, Duration::from_secs(1)).unwrap();
+    let mut keyed = BatchMachine::streaming(
+        policy,
+        SplitMix64::new(4),
+        [throttle(), throttle(), throttle()],
+        t0,
+        timeout,
+    )
+    .unwrap();
+    for m in [&mut single as &mut dyn Machine, &mut keyed] {
+        let (mut now, mut fed) = (t0, 0);
+        let warm = drive_streaming(m, &mut now, &mut fed, 500, answer);
+        assert_eq!(warm, 499);
+        let (n, ended) = allocations(|| drive_streaming(m, &mut now, &mut fed, 5_000, answer));
+        assert_eq!(n, 0, "{n} allocations over {ended} items");
+        assert_eq!(ended, 4_500, "every item but item 0 ended");
+    }
 }
