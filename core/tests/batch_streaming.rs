@@ -11,7 +11,7 @@
 //! most a window of items held (fed and not yet handed out).
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use polite_core::pace::{PaceSet, Unpaced};
 use polite_core::{
