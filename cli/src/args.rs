@@ -165,7 +165,9 @@ pub(crate) struct BatchArgs {
     pub(crate) method: String,
     /// Print each result as soon as its request ends (default: in input
     /// order, each line as soon as every earlier one is out; at most
-    /// 4 × concurrency results wait for an earlier one).
+    /// 4 × concurrency results wait for an earlier one, so a request that
+    /// hangs holds the batch back until it ends; with --unordered it holds
+    /// only its own slot).
     #[arg(long)]
     pub(crate) unordered: bool,
     #[command(flatten)]
