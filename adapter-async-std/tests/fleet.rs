@@ -29,6 +29,17 @@ fn fleet(url: &str, size: u32) -> Arc<RedisFleet> {
     fleet_timing_out(url, size, FleetOptions::default().timeout)
 }
 
+/// The fleet's margin in these tests: 150 ms, not the default 50 ms. A
+/// grant is held for the window + lease + margin, and a send reaches the
+/// lab up to the lease after its grant plus however long this process
+/// takes to write it; the margin must cover that second part. On a loaded
+/// 2-core CI runner (every test binary at once, three clients on one
+/// thread) one CI run got one 429 on the learnt quota with 50 ms. The
+/// tests check that the fleet shares the quota, not how fast this machine
+/// schedules; a real deployment sets the margin for its own latency to
+/// the server.
+const MARGIN: Duration = Duration::from_millis(150);
+
 /// A fleet whose Redis calls time out after `timeout`.
 fn fleet_timing_out(url: &str, size: u32, timeout: Duration) -> Arc<RedisFleet> {
     Arc::new(
@@ -38,6 +49,7 @@ fn fleet_timing_out(url: &str, size: u32, timeout: Duration) -> Arc<RedisFleet> 
                 prefix: "async-io:".into(),
                 size,
                 timeout,
+                margin: MARGIN,
                 ..FleetOptions::default()
             },
         )
