@@ -841,6 +841,15 @@ where
         cancel: C,
     ) -> impl Future<Output = Result<JobDone, Error>> {
         async move {
+            // polite owns the wait parameter: one already in the caller's
+            // URL would go along with every poll, and a server reading the
+            // first of two would be asked for more than the remaining
+            // budget (SPEC §3), or rejects it again after the fallback.
+            let mut request = request;
+            let wait_param = self.shared.config.wait.wait_param;
+            if let Some(uri) = crate::io::without_query_param(request.uri(), wait_param) {
+                *request.uri_mut() = uri;
+            }
             let clock = R::clock();
             let call = self.start("wait", &request, clock.now());
             let policy = if let Some(retry) = call.own_retry {

@@ -232,7 +232,11 @@ pub fn valid_param_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// `uri` with `name=value` appended to its query.
+/// `uri` with `name=value` as its only `name` parameter: any `name`
+/// already in the query is dropped first (polite owns the wait parameter:
+/// a `waitSeconds=999` left in the caller's URL must not ask the server for
+/// more than the remaining budget, SPEC §3), the other parameters are kept
+/// in their order.
 ///
 /// ```
 /// let u: http::Uri = "http://127.0.0.1:8/runs/1?x=1".parse().unwrap();
@@ -241,26 +245,56 @@ pub fn valid_param_name(name: &str) -> bool {
 /// let u: http::Uri = "http://127.0.0.1:8/runs/1".parse().unwrap();
 /// assert_eq!(polite_client::with_query_param(&u, "waitSeconds", 7).to_string(),
 ///            "http://127.0.0.1:8/runs/1?waitSeconds=7");
+/// let u: http::Uri = "http://127.0.0.1:8/runs/1?waitSeconds=999&x=1".parse().unwrap();
+/// assert_eq!(polite_client::with_query_param(&u, "waitSeconds", 7).to_string(),
+///            "http://127.0.0.1:8/runs/1?x=1&waitSeconds=7");
 /// ```
 #[must_use]
 pub fn with_query_param(uri: &http::Uri, name: &str, value: u32) -> http::Uri {
+    rebuild_query(uri, name, Some(value)).unwrap_or_else(|| uri.clone())
+}
+
+/// `uri` without any `name` parameter in its query; `None` when it has
+/// none (nothing to change).
+pub(crate) fn without_query_param(uri: &http::Uri, name: &str) -> Option<http::Uri> {
+    let query = uri.query()?;
+    if !query.split('&').any(|pair| param_name(pair) == name) {
+        return None;
+    }
+    rebuild_query(uri, name, None)
+}
+
+/// The name of one `name=value` pair of a query (all of it without `=`).
+fn param_name(pair: &str) -> &str {
+    pair.split_once('=').map_or(pair, |(name, _)| name)
+}
+
+/// `uri` with every `name` parameter dropped and, when `value` is given,
+/// `name=value` appended. `None` when the result is not a valid URI
+/// (unreachable for a valid name, which the client checks at construction).
+fn rebuild_query(uri: &http::Uri, name: &str, value: Option<u32>) -> Option<http::Uri> {
+    use std::fmt::Write as _;
     let mut parts = uri.clone().into_parts();
     let (path, query) = match &parts.path_and_query {
-        Some(pq) => (pq.path(), pq.query()),
-        None => ("/", None),
+        Some(pq) => (pq.path(), pq.query().unwrap_or("")),
+        None => ("/", ""),
     };
-    let joined = match query {
-        Some(q) if !q.is_empty() => format!("{path}?{q}&{name}={value}"),
-        _ => format!("{path}?{name}={value}"),
-    };
-    match http::uri::PathAndQuery::try_from(joined) {
-        Ok(pq) => {
-            parts.path_and_query = Some(pq);
-            http::Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+    let mut joined = String::with_capacity(path.len() + query.len() + name.len() + 12);
+    joined.push_str(path);
+    let mut sep = '?';
+    for pair in query.split('&') {
+        if pair.is_empty() || param_name(pair) == name {
+            continue;
         }
-        // Unreachable for a valid name (checked at client construction).
-        Err(_) => uri.clone(),
+        joined.push(sep);
+        joined.push_str(pair);
+        sep = '&';
     }
+    if let Some(value) = value {
+        let _ = write!(joined, "{sep}{name}={value}");
+    }
+    parts.path_and_query = Some(http::uri::PathAndQuery::try_from(joined).ok()?);
+    http::Uri::from_parts(parts).ok()
 }
 
 /// A fresh copy of a request (bodies are `Bytes`: cheap to clone).

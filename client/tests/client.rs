@@ -140,6 +140,41 @@ fn wait_falls_back_once_with_one_notice_and_hands_back_the_state() {
     assert!(!sent[1].1.contains("waitSeconds="), "{sent:?}");
 }
 
+/// polite owns the wait parameter (SPEC §3: a long poll never asks for more
+/// than the remaining budget): a `waitSeconds=999` the caller left in the
+/// URL is dropped, the long poll carries polite's one value, and after
+/// the fallback no poll carries any. The caller's other parameters stay,
+/// in order.
+#[test]
+fn a_wait_parameter_in_the_callers_url_is_replaced_not_repeated() {
+    let script = Script::of(&[
+        (200, &[], r#"{"status":"running"}"#),
+        (400, &[], r#"{"code":"VALIDATION_ERROR"}"#),
+        (200, &[], r#"{"status":"done"}"#),
+    ]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let done = client
+        .wait(
+            get("/runs/1?a=1&waitSeconds=999&b=2&waitSeconds"),
+            &mut JsonJob::new("status"),
+        )
+        .unwrap();
+    assert_eq!(done.state, "done");
+    let sent = script.sent();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    let first = &sent[0].1;
+    assert_eq!(first.matches("waitSeconds").count(), 1, "{first}");
+    let secs: u64 = first
+        .rsplit_once("waitSeconds=")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("no value in {first}"));
+    assert!(secs <= quiet().timeout.as_secs(), "{first}");
+    assert!(first.contains("?a=1&b=2&waitSeconds="), "{first}");
+    // After the fallback: none at all, the caller's 999 included.
+    assert!(!sent[2].1.contains("waitSeconds"), "{sent:?}");
+    assert!(sent[2].1.ends_with("/runs/1?a=1&b=2"), "{sent:?}");
+}
+
 /// The transport is asked to keep exactly the answers polite holds while
 /// another attempt goes out (the 503 during the retry, the pending states
 /// during the next poll), never the answer the call ends with.
