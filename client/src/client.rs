@@ -748,6 +748,7 @@ where
             key,
             kind,
             label: options.and_then(|o| o.label.clone()),
+            one_shot: options.is_some_and(|o| o.one_shot_body),
         }
     }
 
@@ -801,7 +802,7 @@ where
             let ended = {
                 let options = options.or_else(|| request.extensions().get());
                 let call = self.start_with("send", &request, options, clock.now());
-                let info = request_info(call.id, &request);
+                let info = call.info(&request);
                 let rng = self.rng(call.id);
                 // The client's rules were checked when it was built; a
                 // call's own are checked now (a bad one is its error).
@@ -862,7 +863,7 @@ where
             };
             let machine = PollMachine::new(
                 policy,
-                request_info(call.id, &request),
+                call.info(&request),
                 self.rng(call.id),
                 call.now,
                 call.timeout,
@@ -1100,9 +1101,22 @@ struct Started {
     /// `send` or `wait`, for the span.
     kind: &'static str,
     label: Option<String>,
+    /// The body is sent once ([`CallOptions::one_shot_body`]).
+    one_shot: bool,
 }
 
 impl Started {
+    /// What the machines know of the call's request: its method, key and
+    /// whether its body can be sent again.
+    fn info(&self, request: &http::Request<Bytes>) -> RequestInfo {
+        let info = request_info(self.id, request);
+        if self.one_shot {
+            info.with_one_shot_body()
+        } else {
+            info
+        }
+    }
+
     /// The call's retry rules: its own, or the client's (`config`).
     fn retry<'a>(&'a self, config: &'a Config) -> &'a RetryPolicy {
         self.own_retry.as_ref().unwrap_or(&config.retry)

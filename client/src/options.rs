@@ -38,6 +38,13 @@ pub struct CallOptions {
     /// A label of yours on the call's span (`polite.label`), to find it
     /// among your own (the caller's current span is its parent anyway).
     pub label: Option<String>,
+    /// The request's body cannot be produced again (SPEC §2): the call
+    /// sends it once, and a failure ends
+    /// [`Outcome::NotReplayable`](polite_core::Outcome::NotReplayable)
+    /// with the answer handed back, never a retry. The integrations set it
+    /// for a body they could not buffer (a stream, a body over the replay
+    /// limit).
+    pub one_shot_body: bool,
 }
 
 impl CallOptions {
@@ -73,6 +80,19 @@ impl CallOptions {
     #[must_use]
     pub fn label(mut self, label: impl Into<String>) -> CallOptions {
         self.label = Some(label.into());
+        self
+    }
+
+    /// The request's body is sent once: never re-sent, whatever the
+    /// method (see [`one_shot_body`](Self::one_shot_body)).
+    ///
+    /// ```
+    /// use polite_client::CallOptions;
+    /// assert!(CallOptions::new().sent_once().one_shot_body);
+    /// ```
+    #[must_use]
+    pub fn sent_once(mut self) -> CallOptions {
+        self.one_shot_body = true;
         self
     }
 

@@ -42,12 +42,12 @@ impl ReadWhole {
     /// What the attempts of a call through an integration read whole, and
     /// its retry rules: a body sent once (`once`: it could not be
     /// buffered) is never re-sent, so the call's `options` get
-    /// `max_total_retries: Some(0)` and nothing is read whole; a request
+    /// [`one_shot_body`](CallOptions::one_shot_body) (a failure ends
+    /// `NotReplayable`) and nothing is read whole; a request
     /// polite may not re-send (a `POST` without an `Idempotency-Key`) reads
     /// nothing whole either; any other, the statuses its rules
     /// (`options.retry`, else `default`) retry. The rules are read where
-    /// they are, not copied (a `RetryPolicy` is a few hundred bytes), but
-    /// for a body sent once.
+    /// they are, not copied (a `RetryPolicy` is a few hundred bytes).
     ///
     /// ```
     /// use bytes::Bytes;
@@ -62,7 +62,7 @@ impl ReadWhole {
     ///
     /// let read = ReadWhole::for_call(&mut options, &RetryPolicy::default(), &get, true);
     /// assert!(read.is_none());
-    /// assert_eq!(options.retry.and_then(|r| r.max_total_retries), Some(0), "sent once");
+    /// assert!(options.one_shot_body, "sent once");
     ///
     /// let post = http::Request::post("http://127.0.0.1/").body(Bytes::new()).unwrap();
     /// let mut options = CallOptions::default();
@@ -77,11 +77,7 @@ impl ReadWhole {
     ) -> Option<ReadWhole> {
         if once {
             // Sent once: nothing will be retried, so nothing is read whole.
-            let policy = *options.retry.as_ref().unwrap_or(default);
-            options.retry = Some(RetryPolicy {
-                max_total_retries: Some(0),
-                ..policy
-            });
+            options.one_shot_body = true;
             None
         } else {
             ReadWhole::for_request(options.retry.as_ref(), default, request)
