@@ -514,7 +514,12 @@ where
     /// is restarted after the server's time while the deadline allows.
     /// Results come back in input order, one per request.
     ///
-    /// The batch runs under the client's timeout and retry rules. **Each
+    /// The batch runs under the client's timeout and retry rules: an item
+    /// whose [`CallOptions`] set its own `timeout` or `retry` (which one
+    /// batch deadline cannot honour per item) ends
+    /// [`InvalidRequest`](polite_core::TransportErrorKind::InvalidRequest)
+    /// unsent, its error saying so; its `pace_key`, `label` and
+    /// `one_shot_body` are honoured. **Each
     /// item is paced by its own key** (SPEC §4.2): its origin (or what
     /// [`PaceBy`](crate::PaceBy) says), or the key its [`CallOptions`]
     /// name — set the same key on every request to pace a whole batch as

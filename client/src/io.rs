@@ -14,6 +14,7 @@ use crate::answer::HttpAnswer;
 use crate::error::TransportError;
 use crate::items::ItemSlots;
 use crate::meter::CallMeter;
+use crate::options::CallOptions;
 use crate::redirect::{Chain, Next, RedirectPolicy};
 use crate::transport::{Cancel, Clock, Transport};
 
@@ -297,6 +298,41 @@ fn rebuild_query(uri: &http::Uri, name: &str, value: Option<u32>) -> Option<http
     http::Uri::from_parts(parts).ok()
 }
 
+/// The [`CallOptions`] field of a batch item that a batch cannot honour
+/// per item (its own `timeout` or `retry`): `None` when it sets neither.
+fn not_in_a_batch(request: &http::Request<Bytes>) -> Option<&'static str> {
+    let options = request.extensions().get::<CallOptions>()?;
+    if options.timeout.is_some() {
+        Some("timeout")
+    } else if options.retry.is_some() {
+        Some("retry")
+    } else {
+        None
+    }
+}
+
+/// Why a batch item whose [`CallOptions`] set its own `timeout` or `retry`
+/// ends `InvalidRequest` without being sent: a batch runs every item under
+/// its one deadline and the client's retry rules, and silently ignoring
+/// the item's would run it under rules it did not ask for.
+#[derive(Debug)]
+struct NotInABatch(&'static str);
+
+impl std::fmt::Display for NotInABatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request's CallOptions set its own `{}`, which a batch cannot honour: \
+             every item runs under the batch's one deadline and the client's retry rules \
+             (Config::timeout, Config::retry); send it with `send`, or batch it with a \
+             client configured so",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotInABatch {}
+
 /// A fresh copy of a request (bodies are `Bytes`: cheap to clone).
 ///
 /// ```
@@ -546,8 +582,15 @@ where
         let Some(template) = template else {
             return sending;
         };
-        let mut request = copy_request(template);
         let pulled = matches!(self.requests, Requests::Pulled(_));
+        if pulled && let Some(field) = not_in_a_batch(template) {
+            sending.state = State::Failed(Some(
+                TransportError::new(TransportErrorKind::InvalidRequest)
+                    .with_source(NotInABatch(field)),
+            ));
+            return sending;
+        }
+        let mut request = copy_request(template);
         drop(items);
         if let Some(secs) = plan.long_poll {
             *request.uri_mut() = with_query_param(request.uri(), self.wait_param, secs);
@@ -593,8 +636,16 @@ where
         };
         let item = p.next;
         p.next = p.next.saturating_add(1);
-        let info = crate::client::request_info(p.first_id.wrapping_add(u64::from(item)), &request)
-            .with_pace_slot(slot);
+        let mut info =
+            crate::client::request_info(p.first_id.wrapping_add(u64::from(item)), &request)
+                .with_pace_slot(slot);
+        if request
+            .extensions()
+            .get::<CallOptions>()
+            .is_some_and(|o| o.one_shot_body)
+        {
+            info = info.with_one_shot_body();
+        }
         failures(&self.shared).insert(
             item as usize,
             PerItem {

@@ -11,7 +11,9 @@ use crate::paces::PaceKey;
 /// Per-call settings, put in the request's extensions: a handler passing
 /// down the budget it has left, a call with its own retry rules, a call
 /// paced under its own key (a tenant, an account). Unset fields fall back
-/// to the client's [`Config`](crate::Config).
+/// to the client's [`Config`](crate::Config). A batch item may not set its
+/// own `timeout` or `retry` (the batch has one deadline and the client's
+/// rules): such an item ends `InvalidRequest` unsent, saying why.
 ///
 /// ```
 /// use bytes::Bytes;

@@ -175,6 +175,64 @@ fn a_wait_parameter_in_the_callers_url_is_replaced_not_repeated() {
     assert!(sent[2].1.ends_with("/runs/1?a=1&b=2"), "{sent:?}");
 }
 
+/// A batch item's `CallOptions`: `one_shot_body` is honoured (a 503 ends
+/// `NotReplayable` after one send), and an item's own `timeout` or `retry`,
+/// which a batch cannot honour per item (one deadline, the client's rules),
+/// ends that item `InvalidRequest` without a send, saying why, instead of
+/// running it silently under rules it did not ask for.
+#[test]
+fn a_batch_honours_a_one_shot_body_and_refuses_per_item_timeout_or_retry() {
+    let script = Script::of(&[(503, &[], "busy"), (200, &[], "hi")]);
+    let client: Client<Sim, Script> = Client::with_transport(script.clone(), quiet()).unwrap();
+    let with = |path: &str, options: CallOptions| {
+        let mut r = get(path);
+        r.extensions_mut().insert(options);
+        r
+    };
+    let results = client
+        .batch(vec![
+            with("/once", CallOptions::new().sent_once()),
+            with(
+                "/timeout",
+                CallOptions::new().timeout(Duration::from_secs(1)),
+            ),
+            with("/retry", CallOptions::new().retry(RetryPolicy::default())),
+            with("/labelled", CallOptions::new().label("fine")),
+        ])
+        .unwrap();
+    let once = results[0].as_ref().unwrap_err();
+    assert!(
+        matches!(once.outcome(), Some(Outcome::NotReplayable { .. })),
+        "{once:?}"
+    );
+    for (i, field) in [(1, "`timeout`"), (2, "`retry`")] {
+        let e = results[i].as_ref().unwrap_err();
+        assert_eq!(
+            e.outcome(),
+            Some(Outcome::Permanent {
+                cause: TransportErrorKind::InvalidRequest
+            }),
+            "{e:?}"
+        );
+        let why = std::error::Error::source(e)
+            .and_then(std::error::Error::source)
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(
+            why.contains(field) && why.contains("batch cannot honour"),
+            "{why}"
+        );
+    }
+    assert_eq!(results[3].as_ref().unwrap().body(), "hi");
+    let sent: Vec<String> = script.sent().into_iter().map(|(_, uri)| uri).collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent.iter()
+            .all(|u| u.ends_with("/once") || u.ends_with("/labelled")),
+        "{sent:?}"
+    );
+}
+
 /// The transport is asked to keep exactly the answers polite holds while
 /// another attempt goes out (the 503 during the retry, the pending states
 /// during the next poll), never the answer the call ends with.
