@@ -103,6 +103,37 @@ async fn cancel_during_a_30s_backoff_returns_at_once() {
     assert_eq!(fake.sends().len(), 1);
 }
 
+/// SPEC §2.3 through polite-tokio's own token: a `CancellationToken`
+/// cancelled before the call sends nothing at all (send, wait and batch),
+/// and each ends `Cancelled` at once.
+#[tokio::test(start_paused = true)]
+async fn a_token_cancelled_before_the_call_sends_nothing() {
+    let fake = Fake::new(&[(200, None)], Duration::from_millis(5));
+    let client = Client::with_transport(fake.clone(), Config::default()).unwrap();
+    let token = CancellationToken::new();
+    token.cancel();
+    let t0 = tokio::time::Instant::now();
+    let err = client.send_cancellable(get(), &token).await.unwrap_err();
+    assert_eq!(err.outcome(), Some(Outcome::Cancelled));
+    let mut job = polite_tokio::JsonJob::new("status");
+    let err = client
+        .wait_cancellable(get(), &mut job, &token)
+        .await
+        .unwrap_err();
+    assert_eq!(err.outcome(), Some(Outcome::Cancelled));
+    let items = client
+        .batch_cancellable(vec![get(), get()], &token)
+        .await
+        .unwrap();
+    assert!(
+        items
+            .iter()
+            .all(|r| r.as_ref().unwrap_err().outcome() == Some(Outcome::Cancelled))
+    );
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert!(fake.sends().is_empty(), "{:?}", fake.sends());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_hanging_server_is_aborted_by_the_deadline() {
     let fake = Fake::new(&[], Duration::ZERO); // every send hangs
