@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use polite_client::{
-    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, ReadWhole, Transport,
-    TransportError, in_box,
+    BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, PoliteAttempt, ReadWhole,
+    Transport, TransportError, in_box,
 };
 use polite_core::TransportErrorKind;
 use reqwest_middleware::{Middleware, Next};
@@ -119,6 +119,11 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///   multiply (polite's 4 × reqwest's 2 → up to 15 sends for one 5xx
 ///   call). Only the deadline still holds: every attempt, with whatever
 ///   reqwest re-sends inside it, is aborted at polite's `abort_at`.
+/// * **Stacked twice** (two `PoliteMiddleware`s in one chain, or one in a
+///   shared stack that another adds to): the inner one sees
+///   [`PoliteAttempt`](polite_client::PoliteAttempt) in the extensions of
+///   each of the outer one's attempts and passes it through, so the budgets
+///   are the outer call's, not multiplied (SPEC §2).
 #[derive(Clone, Debug)]
 pub struct PoliteMiddleware<T = NoTransport> {
     client: crate::Client<T>,
@@ -227,6 +232,12 @@ where
         'life2: 'async_trait,
         Self: 'async_trait,
     {
+        // An attempt of a polite call further out in the chain (another
+        // `PoliteMiddleware`): its budget, pace and deadline are that
+        // call's (SPEC §1, §2: not multiplied, no fresh timeout).
+        if PoliteAttempt::is_in(extensions) {
+            return next.run(req, extensions);
+        }
         in_box(|| self.call(req, extensions, next))
     }
 }
@@ -254,6 +265,9 @@ where
             request_extensions,
             read_whole,
         } = self.prepare(req, extensions)?;
+        // Every attempt runs the rest of the chain with the mark of a
+        // polite call: a `PoliteMiddleware` further in passes it through.
+        extensions.insert(PoliteAttempt);
         let shared = tokio::sync::Mutex::new(std::mem::take(extensions));
         let live = Mutex::new(None);
         let transport = NextTransport {
@@ -279,6 +293,7 @@ where
             .await;
         drop(transport);
         *extensions = shared.into_inner();
+        extensions.remove::<PoliteAttempt>();
         let (response, outcome) = match ended {
             Ok(response) => (response, None),
             Err(e) => match e.into_answer() {

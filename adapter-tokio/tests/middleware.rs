@@ -574,3 +574,54 @@ async fn a_307_after_a_streamed_body_is_permanent_and_the_hop_never_made() {
     assert_eq!(a.seen().len(), 1, "sent once");
     assert!(b.seen().is_empty(), "the hop was made: {:?}", b.seen());
 }
+
+/// SPEC §2: budgets belong to the logical request. Two `PoliteMiddleware`s
+/// in one chain (2 server-error retries each) make 3 sends for a server
+/// that always answers 503, not 3 × 3 = 9: the inner one passes the outer
+/// one's attempts through. A buffered PUT's body reaches the server through
+/// both, and a success comes back as it is.
+#[tokio::test]
+async fn a_middleware_inside_another_passes_attempts_through() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/items/down", vec![Step::without_retry_after(503); 20])
+            .script(
+                "/items/put",
+                vec![Step::without_retry_after(503), Step::Normal],
+            ),
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.retry.max_retries.server_error = 2;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(PoliteMiddleware::new(config.clone()).unwrap())
+        .with(PoliteMiddleware::new(config).unwrap())
+        .build();
+    let down = client.get(lab.url("/items/down")).send().await.unwrap();
+    assert_eq!(down.status(), 503);
+    assert!(matches!(
+        down.extensions().get::<Outcome>(),
+        Some(Outcome::RetriesExhausted { .. })
+    ));
+    let log = lab.log();
+    assert_eq!(
+        log.iter().filter(|e| e.path == "/items/down").count(),
+        3,
+        "{log:?}"
+    );
+    let put = client
+        .put(lab.url("/items/put"))
+        .body("kept for the retry")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    assert!(put.extensions().get::<Outcome>().is_none());
+    let log = lab.log();
+    assert_eq!(
+        log.iter().filter(|e| e.path == "/items/put").count(),
+        2,
+        "{log:?}"
+    );
+}

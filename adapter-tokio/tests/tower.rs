@@ -431,3 +431,63 @@ async fn a_307_after_a_streamed_body_is_permanent_and_the_hop_never_made() {
     assert_eq!(b.seen().len(), 1);
     assert_eq!(b.seen()[0].method, "GET");
 }
+
+/// SPEC §2: budgets belong to the logical request. A `PoliteLayer` stacked
+/// on another (2 server-error retries each) makes 3 sends for a server that
+/// always answers 503, not 3 × 3 = 9: the inner layer passes the outer
+/// one's attempts through (and starts no deadline of its own, SPEC §1). A
+/// PUT's body goes through both layers; a success comes back streamed.
+#[tokio::test]
+async fn a_layer_inside_another_passes_attempts_through() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .script("/items/down", vec![Step::without_retry_after(503); 20])
+            .script(
+                "/items/put",
+                vec![Step::without_retry_after(503), Step::Normal],
+            ),
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.retry.max_retries.server_error = 2;
+    config.retry.backoff.base = Duration::from_millis(10);
+    let upstream: Hyper<HttpConnector, PoliteBody<PoliteBody<Full<Bytes>>>> =
+        Hyper::builder(TokioExecutor::new()).build_http();
+    let service = ServiceBuilder::new()
+        .layer(PoliteLayer::new(config.clone()).unwrap())
+        .layer(PoliteLayer::new(config).unwrap())
+        .service(upstream);
+    let down = service
+        .clone()
+        .oneshot(request("GET", &lab.url("/items/down"), b""))
+        .await
+        .unwrap();
+    assert_eq!(down.status(), 503);
+    assert!(matches!(
+        down.extensions().get::<Outcome>(),
+        Some(Outcome::RetriesExhausted { .. })
+    ));
+    let log = lab.log();
+    assert_eq!(
+        log.iter().filter(|e| e.path == "/items/down").count(),
+        3,
+        "{log:?}"
+    );
+    let put = service
+        .oneshot(request(
+            "PUT",
+            &lab.url("/items/put"),
+            b"kept for the retry",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    let body = put.into_body().collect().await.unwrap().to_bytes();
+    assert!(!body.is_empty());
+    let log = lab.log();
+    assert_eq!(
+        log.iter().filter(|e| e.path == "/items/put").count(),
+        2,
+        "{log:?}"
+    );
+}

@@ -108,3 +108,32 @@ impl CallOptions {
             .unwrap_or_default()
     }
 }
+
+/// Put by polite's integrations (the tower [`PoliteLayer`](crate::tower::PoliteLayer),
+/// polite-tokio's `PoliteMiddleware`) into the extensions of every attempt
+/// they send: a polite layer that finds it is inside another polite call,
+/// and passes the request straight through to what it wraps — no retries,
+/// no pace, no deadline of its own. SPEC §1 and §2: budgets belong to the
+/// logical request, so a layer stacked on another must not multiply them
+/// (two layers of 3 retries each would make 16 sends), nor start a fresh
+/// timeout.
+///
+/// ```
+/// use bytes::Bytes;
+/// use polite_client::PoliteAttempt;
+///
+/// let mut request = http::Request::get("http://127.0.0.1/").body(Bytes::new()).unwrap();
+/// assert!(!PoliteAttempt::is_in(request.extensions()));
+/// request.extensions_mut().insert(PoliteAttempt);
+/// assert!(PoliteAttempt::is_in(request.extensions()));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoliteAttempt;
+
+impl PoliteAttempt {
+    /// Whether `extensions` come from an attempt of a polite call.
+    #[must_use]
+    pub fn is_in(extensions: &http::Extensions) -> bool {
+        extensions.get::<PoliteAttempt>().is_some()
+    }
+}

@@ -108,7 +108,7 @@ use tower_service::Service;
 use crate::client::Client;
 use crate::config::Config;
 use crate::error::{BoxError, Error, TransportError, io_error_kind};
-use crate::options::CallOptions;
+use crate::options::{CallOptions, PoliteAttempt};
 use crate::read_whole::ReadWhole;
 use crate::redirect::RedirectPolicy;
 use crate::runtime::{DEFAULT_MAX_BODY, Runtime, in_box};
@@ -383,11 +383,57 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> ResponseFuture<RB> {
+        // An attempt of a polite call around this layer: its budget, pace
+        // and deadline are that call's (SPEC §1, §2: not multiplied).
+        if PoliteAttempt::is_in(request.extensions()) {
+            return Box::pin(pass_through::<S, R, B, RB>(self.inner.clone(), request));
+        }
         // `respond`'s own future, boxed as it is (an `async` block around
         // it would hold the layer, the service and the request twice), and
         // written into a box allocated first: `Box::pin(respond(..))`
         // builds the future on the stack and copies it into the box.
         in_box(|| respond(self.layer.clone(), self.inner.clone(), request))
+    }
+}
+
+/// A request that is already an attempt of an outer polite call
+/// ([`PoliteAttempt`]), sent as it is through the inner service: its body
+/// and its answer's are streamed through unread. An error of the inner
+/// service is handed back as the outer call's transport sees any (its
+/// `source()` chain kept, so the outer call classes it as it would have).
+async fn pass_through<S, R, B, RB>(
+    mut service: S,
+    request: http::Request<B>,
+) -> Result<http::Response<PoliteBody<RB>>, Error>
+where
+    R: Runtime,
+    S: Service<http::Request<PoliteBody<B>>, Response = http::Response<RB>>,
+    S::Error: Into<BoxError>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+{
+    let started = R::clock().now();
+    let request = request.map(PoliteBody::stream);
+    let ready: Result<(), BoxError> = poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .map_err(Into::into);
+    let answered = match ready {
+        Ok(()) => service.call(request).await.map_err(Into::into),
+        Err(e) => Err(e),
+    };
+    match answered {
+        Ok(response) => Ok(response.map(PoliteBody::stream)),
+        Err(e) => {
+            let error = failure(e, TransportErrorKind::Other);
+            Err(Error::Transport {
+                outcome: polite_core::Outcome::Permanent {
+                    cause: error.kind(),
+                },
+                error,
+                attempts: 1,
+                elapsed: R::clock().now().saturating_duration_since(started),
+            })
+        }
     }
 }
 
@@ -514,8 +560,12 @@ where
         let retry = own.and_then(|o| o.retry.as_ref());
         (None, ReadWhole::for_request(retry, default, &template))
     };
+    // Every attempt carries the mark of a polite call: a polite layer
+    // inside the inner service passes it through.
+    let mut extensions = template.extensions().clone();
+    extensions.insert(PoliteAttempt);
     Prepared {
-        extensions: template.extensions().clone(),
+        extensions,
         template,
         options,
         read_whole,
