@@ -208,3 +208,52 @@ async fn a_client_learns_the_quota_from_ratelimit_headers() {
     eprintln!("blind client: {} x 429", lab.log().count_429());
     assert!(lab.log().count_429() > 1);
 }
+
+/// SPEC §2.3 on a real long poll: the caller's session moves on (a logout)
+/// while the wait's long poll is held by the lab; the job's end, which
+/// arrives after, belongs to the old session and is dropped: the wait ends
+/// `Stale` with no answer, after that one request. The same wait with the
+/// session unchanged ends `passed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logout_during_a_long_poll_drops_the_jobs_end() {
+    let lab = Lab::start(
+        LabConfig::default()
+            .job("j1", Duration::from_millis(600), JobState::Passed)
+            .job("j2", Duration::from_millis(600), JobState::Passed),
+    )
+    .unwrap();
+    let c = client(Config {
+        timeout: Duration::from_secs(10),
+        ..Config::default()
+    });
+    let session = polite_tokio::Session::new();
+    let under = |url: String| {
+        let mut r = get(url);
+        r.extensions_mut()
+            .insert(polite_tokio::CallOptions::new().session(&session));
+        r
+    };
+    let logout = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            session.bump();
+        })
+    };
+    let err = c
+        .wait(under(lab.url("/runs/j1")), &mut JsonJob::new("status"))
+        .await
+        .unwrap_err();
+    logout.await.unwrap();
+    assert_eq!(err.outcome(), Some(Outcome::Stale), "{err:?}");
+    assert!(
+        matches!(err, polite_tokio::Error::Outcome { response: None, .. }),
+        "{err:?}"
+    );
+    assert_eq!(lab.log().iter().filter(|e| e.path == "/runs/j1").count(), 1);
+    let done = c
+        .wait(under(lab.url("/runs/j2")), &mut JsonJob::new("status"))
+        .await
+        .unwrap();
+    assert_eq!(done.state, "passed");
+}

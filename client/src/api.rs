@@ -22,7 +22,7 @@ pub use crate::config::{Config, Throttle, WaitConfig};
 pub use crate::ctrl_c::CtrlCError;
 pub use crate::error::{Error, TransportError};
 pub use crate::job::JsonJob;
-pub use crate::options::{CallOptions, PoliteAttempt};
+pub use crate::options::{CallOptions, PoliteAttempt, Session};
 pub use crate::paces::{PaceBy, PaceKey};
 pub use crate::redirect::RedirectPolicy;
 pub use crate::runtime::{BoxSending, Runtime};

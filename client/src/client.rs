@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::io::{Failure, HttpIo, SendSlots};
 use crate::meter::CallMeter;
-use crate::options::CallOptions;
+use crate::options::{CallOptions, Session};
 use crate::pace::ClientPace;
 use crate::paces::{ClientBudget, PaceKey, Paces};
 use crate::runtime::Runtime;
@@ -515,8 +515,8 @@ where
     /// Results come back in input order, one per request.
     ///
     /// The batch runs under the client's timeout and retry rules: an item
-    /// whose [`CallOptions`] set its own `timeout` or `retry` (which one
-    /// batch deadline cannot honour per item) ends
+    /// whose [`CallOptions`] set its own `timeout`, `retry` or `session`
+    /// (which one batch deadline cannot honour per item) ends
     /// [`InvalidRequest`](polite_core::TransportErrorKind::InvalidRequest)
     /// unsent, its error saying so; its `pace_key`, `label` and
     /// `one_shot_body` are honoured. **Each
@@ -676,6 +676,7 @@ where
             client: config.classify.as_ref(),
             call: classify,
         };
+        let session = call.session.map(|(session, _)| session);
         async move {
             // What the sends leave, kept here: the `Io` borrows it, so
             // nothing is allocated for it.
@@ -689,7 +690,8 @@ where
                 &slots,
             )
             .redirects(config.redirects)
-            .meter(meter.clone());
+            .meter(meter.clone())
+            .session(session);
             let done = drive::drive(
                 &mut machine,
                 &mut io,
@@ -701,7 +703,12 @@ where
             let end = drive::Io::now(&io);
             meter.ended(0, &done.outcome, || end);
             meter.finish(end);
-            let last = done.answers.into_iter().next().flatten().map(|a| a.0);
+            // A stale answer is dropped, not delivered (SPEC §2.3): it
+            // belongs to the caller's earlier session.
+            let last = match done.outcome {
+                Outcome::Stale => None,
+                _ => done.answers.into_iter().next().flatten().map(|a| a.0),
+            };
             let attempts = io.sends(0);
             let status = last.as_ref().map(|r| r.status().as_u16());
             trace::end_span(&span, status, attempts, trace::error_type(&done.outcome));
@@ -754,6 +761,9 @@ where
             kind,
             label: options.and_then(|o| o.label.clone()),
             one_shot: options.is_some_and(|o| o.one_shot_body),
+            session: options
+                .and_then(|o| o.session.as_ref())
+                .map(|s| (s.clone(), s.generation())),
         }
     }
 
@@ -1108,18 +1118,22 @@ struct Started {
     label: Option<String>,
     /// The body is sent once ([`CallOptions::one_shot_body`]).
     one_shot: bool,
+    /// The caller's session and its generation when the call started.
+    session: Option<(Session, u64)>,
 }
 
 impl Started {
     /// What the machines know of the call's request: its method, key and
     /// whether its body can be sent again.
     fn info(&self, request: &http::Request<Bytes>) -> RequestInfo {
-        let info = request_info(self.id, request);
+        let mut info = request_info(self.id, request);
         if self.one_shot {
-            info.with_one_shot_body()
-        } else {
-            info
+            info = info.with_one_shot_body();
         }
+        if let Some((_, generation)) = &self.session {
+            info = info.with_generation(*generation);
+        }
+        info
     }
 
     /// The call's retry rules: its own, or the client's (`config`).

@@ -14,7 +14,7 @@ use crate::answer::HttpAnswer;
 use crate::error::TransportError;
 use crate::items::ItemSlots;
 use crate::meter::CallMeter;
-use crate::options::CallOptions;
+use crate::options::{CallOptions, Session};
 use crate::redirect::{Chain, Next, RedirectPolicy};
 use crate::transport::{Cancel, Clock, Transport};
 
@@ -31,6 +31,8 @@ pub struct HttpIo<'a, T, K, C> {
     shared: Shared<'a>,
     /// The call's metrics (feature `metrics`; empty otherwise).
     meter: Option<CallMeter>,
+    /// The caller's session, whose generation each answer is stamped with.
+    session: Option<Session>,
 }
 
 /// Where a call's requests come from.
@@ -134,6 +136,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             redirects: RedirectPolicy::NONE,
             shared,
             meter: None,
+            session: None,
         }
     }
 
@@ -172,6 +175,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
             redirects: RedirectPolicy::NONE,
             shared: Shared::Own(Arc::default()),
             meter: None,
+            session: None,
         }
     }
 
@@ -188,6 +192,15 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
     #[must_use]
     pub(crate) fn meter(mut self, meter: CallMeter) -> Self {
         self.meter = Some(meter);
+        self
+    }
+
+    /// Stamps each answer with `session`'s generation when it arrives
+    /// (SPEC §2.3: an answer for a call of an earlier generation ends it
+    /// `Stale`).
+    #[must_use]
+    pub(crate) fn session(mut self, session: Option<Session>) -> Self {
+        self.session = session;
         self
     }
 
@@ -299,13 +312,16 @@ fn rebuild_query(uri: &http::Uri, name: &str, value: Option<u32>) -> Option<http
 }
 
 /// The [`CallOptions`] field of a batch item that a batch cannot honour
-/// per item (its own `timeout` or `retry`): `None` when it sets neither.
+/// per item (its own `timeout`, `retry` or `session`): `None` when it sets
+/// none of them.
 fn not_in_a_batch(request: &http::Request<Bytes>) -> Option<&'static str> {
     let options = request.extensions().get::<CallOptions>()?;
     if options.timeout.is_some() {
         Some("timeout")
     } else if options.retry.is_some() {
         Some("retry")
+    } else if options.session.is_some() {
+        Some("session")
     } else {
         None
     }
@@ -320,6 +336,13 @@ struct NotInABatch(&'static str);
 
 impl std::fmt::Display for NotInABatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == "session" {
+            return f.write_str(
+                "the request's CallOptions set a `session`, which a batch cannot honour per \
+                 item: end a batch with the session by cancelling it (`batch_cancellable`), \
+                 or send the request with `send`",
+            );
+        }
         write!(
             f,
             "the request's CallOptions set its own `{}`, which a batch cannot honour: \
@@ -622,6 +645,10 @@ where
 
     fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    fn generation(&self) -> Option<u64> {
+        self.session.as_ref().map(Session::generation)
     }
 
     fn pull(&mut self) -> Pull {

@@ -70,7 +70,7 @@ pub use error::{BoxError, Error, TransportError, io_error_kind};
 pub use fleet::{Fleet, FleetBudget, FleetGrant, FleetPace, FleetTerms, SharedFleet};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;
-pub use options::{CallOptions, PoliteAttempt};
+pub use options::{CallOptions, PoliteAttempt, Session};
 pub use pace::ClientPace;
 pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use read_whole::ReadWhole;

@@ -2,6 +2,8 @@
 //! in the request's extensions (so it passes through middleware and tower
 //! stacks untouched).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use polite_core::RetryPolicy;
@@ -12,8 +14,8 @@ use crate::paces::PaceKey;
 /// down the budget it has left, a call with its own retry rules, a call
 /// paced under its own key (a tenant, an account). Unset fields fall back
 /// to the client's [`Config`](crate::Config). A batch item may not set its
-/// own `timeout` or `retry` (the batch has one deadline and the client's
-/// rules): such an item ends `InvalidRequest` unsent, saying why.
+/// own `timeout`, `retry` or `session` (the batch has one deadline and the
+/// client's rules): such an item ends `InvalidRequest` unsent, saying why.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -47,6 +49,12 @@ pub struct CallOptions {
     /// for a body they could not buffer (a stream, a body over the replay
     /// limit).
     pub one_shot_body: bool,
+    /// The caller's session (SPEC §2.3): the call belongs to its generation
+    /// when the call starts, and an answer that arrives after the session
+    /// has moved on ([`Session::bump`]: a logout, an account switch) is
+    /// dropped, not delivered, even a success: the call ends
+    /// [`Outcome::Stale`](polite_core::Outcome::Stale).
+    pub session: Option<Session>,
 }
 
 impl CallOptions {
@@ -98,6 +106,14 @@ impl CallOptions {
         self
     }
 
+    /// The call belongs to `session`'s generation when it starts (see
+    /// [`session`](Self::session)).
+    #[must_use]
+    pub fn session(mut self, session: &Session) -> CallOptions {
+        self.session = Some(session.clone());
+        self
+    }
+
     /// The options `request` carries (none: the defaults).
     #[must_use]
     pub fn of<B>(request: &http::Request<B>) -> CallOptions {
@@ -109,8 +125,8 @@ impl CallOptions {
     }
 }
 
-/// Put by polite's integrations (the tower [`PoliteLayer`](crate::tower::PoliteLayer),
-/// polite-tokio's `PoliteMiddleware`) into the extensions of every attempt
+/// Put by polite's integrations (the tower `PoliteLayer` of feature
+/// `tower`, polite-tokio's `PoliteMiddleware`) into the extensions of every attempt
 /// they send: a polite layer that finds it is inside another polite call,
 /// and passes the request straight through to what it wraps — no retries,
 /// no pace, no deadline of its own. SPEC §1 and §2: budgets belong to the
@@ -137,3 +153,50 @@ impl PoliteAttempt {
         extensions.get::<PoliteAttempt>().is_some()
     }
 }
+
+/// A caller's session generation (SPEC §2.3), shared by the calls made
+/// under it: [`bump`](Self::bump) it on logout, login or an account switch,
+/// and every call started before — through [`CallOptions::session`] — drops
+/// the answers that arrive after, successes too, and ends
+/// [`Outcome::Stale`](polite_core::Outcome::Stale), so a response meant for
+/// the old session never reaches the new one. Clones share the generation.
+///
+/// ```
+/// use polite_client::Session;
+/// let session = Session::new();
+/// let seen_by_a_task = session.clone();
+/// assert_eq!(session.generation(), 0);
+/// assert_eq!(session.bump(), 1); // logged out
+/// assert_eq!(seen_by_a_task.generation(), 1);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Session(Arc<AtomicU64>);
+
+impl Session {
+    /// A session at generation 0.
+    #[must_use]
+    pub fn new() -> Session {
+        Session::default()
+    }
+
+    /// The generation now.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Moves the session to its next generation and returns it: answers for
+    /// calls of earlier generations are dropped from now on.
+    pub fn bump(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::AcqRel).wrapping_add(1)
+    }
+}
+
+/// Two handles are equal when they are the same session.
+impl PartialEq for Session {
+    fn eq(&self, other: &Session) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Session {}

@@ -18,7 +18,7 @@ use polite_client::api::{
 };
 use polite_client::{
     BatchOrder, CallOptions, CancelToken, Classifier, Client, Config, Error, HttpAnswer, JsonJob,
-    Observed, PaceKey, Runtime, Throttle, Transport, TransportError,
+    Observed, PaceKey, Runtime, Session, Throttle, Transport, TransportError,
 };
 
 fn quiet() -> Config {
@@ -231,6 +231,80 @@ fn a_batch_honours_a_one_shot_body_and_refuses_per_item_timeout_or_retry() {
             .all(|u| u.ends_with("/once") || u.ends_with("/labelled")),
         "{sent:?}"
     );
+}
+
+/// A transport whose server answers only after the caller's session has
+/// moved on (a logout while the request is in flight): it bumps the
+/// session, then answers `status` with `body`.
+#[derive(Clone)]
+struct LogoutInFlight {
+    session: Session,
+    bump: bool,
+    sends: Arc<AtomicUsize>,
+}
+
+impl Transport for LogoutInFlight {
+    type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+        self.sends.fetch_add(1, Ordering::Relaxed);
+        if self.bump {
+            self.session.bump();
+        }
+        ready(Ok(http::Response::new(Bytes::from_static(
+            br#"{"status":"done","secret":"the old account's"}"#,
+        ))))
+    }
+}
+
+/// SPEC §2.3: an answer that arrives after the caller's session moved on
+/// is dropped, not delivered, even a success: `send` and `wait` end
+/// `Stale` with no answer handed back, after one send; the same calls with
+/// the session unchanged succeed; a batch item with a session is refused
+/// unsent, saying why.
+#[test]
+fn an_answer_for_an_earlier_session_generation_is_dropped_even_a_success() {
+    let session = Session::new();
+    let options = CallOptions::new().session(&session);
+    let with_session = |path: &str| {
+        let mut r = get(path);
+        r.extensions_mut().insert(options.clone());
+        r
+    };
+    for bump in [true, false] {
+        let transport = LogoutInFlight {
+            session: session.clone(),
+            bump,
+            sends: Arc::new(AtomicUsize::new(0)),
+        };
+        let sends = Arc::clone(&transport.sends);
+        let client: Client<Sim, LogoutInFlight> =
+            Client::with_transport(transport, quiet()).unwrap();
+        let sent = client.send(with_session("/me"));
+        let waited = client.wait(with_session("/runs/1"), &mut JsonJob::new("status"));
+        if bump {
+            for e in [sent.unwrap_err(), waited.unwrap_err()] {
+                assert_eq!(e.outcome(), Some(Outcome::Stale), "{e:?}");
+                assert!(
+                    matches!(e, Error::Outcome { response: None, .. }),
+                    "the stale answer is not handed back: {e:?}"
+                );
+            }
+        } else {
+            assert!(sent.is_ok());
+            assert_eq!(waited.unwrap().state, "done");
+        }
+        assert_eq!(sends.load(Ordering::Relaxed), 2, "one send per call");
+    }
+    let client: Client<Sim, Script> = Client::with_transport(Script::default(), quiet()).unwrap();
+    let refused = client.batch(vec![with_session("/a")]).unwrap();
+    let why = refused[0]
+        .as_ref()
+        .err()
+        .and_then(std::error::Error::source)
+        .and_then(std::error::Error::source)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(why.contains("`session`"), "{why}");
 }
 
 /// The transport is asked to keep exactly the answers polite holds while
