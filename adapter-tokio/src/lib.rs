@@ -26,6 +26,15 @@
 //! ([`ReqwestTransport::default_client`]); one that does follows them by
 //! reqwest's rules instead.
 //!
+//! ## Cancel
+//!
+//! A call ends `Cancelled` at once when it is dropped, or through
+//! `*_cancellable(…, &token)` when its [`CancellationToken`] is cancelled
+//! (from any task; Ctrl-C with [`cancel_on_ctrl_c`]): during a backoff
+//! sleep, a pacing wait or an attempt in flight (the attempt is dropped).
+//! A token cancelled before the call sends nothing. Nothing promises that a
+//! cancelled request did not reach the server.
+//!
 //! ## send: one logical request
 //!
 //! ```
