@@ -32,6 +32,17 @@
 //! * `fuzz` (feature `arbitrary`): scripts decoded from fuzzer bytes, and
 //!   the checks the fuzz targets in polite's `fuzz/` run, so that a test can
 //!   replay a corpus the same way.
+//! * A classifier that reads the body (polite-client's `Classifier`, e.g.
+//!   "a 200 whose body says `busy` is a server error") is two things to
+//!   test: its reading, a plain function of an answer
+//!   (`classifier.class_of(&HttpAnswer(http::Response::new(body)))`,
+//!   no machine needed), and what the machines do with the class it gives,
+//!   which the [`Simulator`] plays: script the answer with that class
+//!   ([`Scripted::retry_class`]) and check the trace. The scripted answers
+//!   carry no body, so the simulator never runs the classifier itself; to
+//!   run both at once, drive the client over a scripted transport in
+//!   virtual time (polite-tokio's `tests/paused.rs` does so on tokio's
+//!   paused clock).
 //! * Small helpers: [`origin()`], an arbitrary start for virtual time;
 //!   [`Fixed`], a random source that always draws the same value (the
 //!   seeded [`SplitMix64`](polite_core::SplitMix64) lives in core);
