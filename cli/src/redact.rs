@@ -85,30 +85,127 @@ fn redact(what: Input, input: &str) -> String {
 
 /// A URL with user-info, query values and fragment hidden. Works on any
 /// text (a malformed URL is redacted as well as a good one).
+///
+/// User-info is found by where an `@` is, not by how a URL parser splits
+/// the text: a password with an unencoded `/`, `?` or `#`
+/// (`http://u:pa/ss@host/`) makes a parser end the authority inside the
+/// password, so the password would be shown as a host, a path or a query.
+/// The rule, over-redacting rather than leaking:
+///
+/// * No `@` after `scheme://`: no user-info; the text is shown with its
+///   query values and fragment hidden.
+/// * Every `@` begins a path segment (`/@types/node`, `/@user`) after an
+///   authority that is a plain host — a name with a dot, `localhost` or an
+///   IP literal, with an optional numeric port: a credential-free URL,
+///   shown as above. (Only user-info that itself looks like such a host,
+///   up to a `/` right before the `@`, could slip through this; nobody's
+///   password is `example.com:8080/`.)
+/// * Otherwise any `@` may end user-info: everything from `scheme://` to
+///   the last `@` is hidden, and the rest is shown as a URL's host, path
+///   and query. If a `?` or `#` comes before that `@`, the rest may be in
+///   a query or fragment (`?mail=a@b&token=...`) or the `?`/`#` may be in
+///   a password: nothing after `scheme://` is shown.
 fn url(input: &str) -> String {
-    let (before_fragment, fragment) = match input.split_once('#') {
+    let (scheme, rest) = split_scheme(input);
+    let Some(last_at) = rest.rfind('@') else {
+        return format!("{scheme}{}", without_secrets(rest));
+    };
+    if at_only_in_path(rest) {
+        return format!("{scheme}{}", without_secrets(rest));
+    }
+    let (hidden, after) = (&rest[..last_at], &rest[last_at + 1..]);
+    if hidden.contains(['?', '#']) {
+        return format!("{scheme}{HIDDEN}");
+    }
+    format!("{scheme}{HIDDEN}@{}", without_secrets(after))
+}
+
+/// `scheme://` (kept) and the rest; no scheme unless it is one (letters,
+/// digits, `+ - .`, starting with a letter), so `u:pw@h/?r=http://x` has
+/// none.
+fn split_scheme(input: &str) -> (&str, &str) {
+    match input.find("://") {
+        Some(i)
+            if input[..i].starts_with(|c: char| c.is_ascii_alphabetic())
+                && input[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            input.split_at(i + 3)
+        }
+        _ => ("", input),
+    }
+}
+
+/// Whether every `@` of `rest` (a URL after `scheme://`) begins a path
+/// segment after an authority that is a plain host (see [`url`]).
+fn at_only_in_path(rest: &str) -> bool {
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    plain_host(&rest[..authority_end])
+        && rest
+            .match_indices('@')
+            .all(|(i, _)| i > authority_end && i < path_end && rest.as_bytes()[i - 1] == b'/')
+}
+
+/// `host[:port]` where the host is a name with a dot, `localhost`, or an
+/// IP literal (`[...]`), and the port digits.
+fn plain_host(authority: &str) -> bool {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((ip, port)) => {
+                if ip.is_empty()
+                    || !ip
+                        .chars()
+                        .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+                {
+                    return false;
+                }
+                (None, port)
+            }
+            None => return false,
+        },
+        None => match authority.split_once(':') {
+            Some((host, _)) => (Some(host), &authority[host.len()..]),
+            None => (Some(authority), ""),
+        },
+    };
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|p| {
+            !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit())
+        });
+    let host_ok = host.is_none_or(|h| {
+        !h.is_empty()
+            && h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+            && (h.contains('.') || h.eq_ignore_ascii_case("localhost"))
+    });
+    port_ok && host_ok
+}
+
+/// Whether `input` looks like a URL whose user-info has a `/`, `?` or `#`
+/// that is not percent-encoded: an `@` after the first of them (where a
+/// parser ends the authority). A malformed URL like that is explained by
+/// this, not by what the parser made of it ("the port is not a number").
+pub(crate) fn unencoded_user_info(input: &str) -> bool {
+    let (_, rest) = split_scheme(input);
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    rest[authority_end..].contains('@')
+}
+
+/// `rest` (a URL after `scheme://`, with no user-info) with its query
+/// values and fragment hidden.
+fn without_secrets(rest: &str) -> String {
+    let (before_fragment, fragment) = match rest.split_once('#') {
         Some((b, _)) => (b, Some(HIDDEN)),
-        None => (input, None),
+        None => (rest, None),
     };
     let (before_query, query) = match before_fragment.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (before_fragment, None),
     };
-    let authority_start = before_query.find("://").map_or(0, |i| i + 3);
-    let authority_end = before_query[authority_start..]
-        .find('/')
-        .map_or(before_query.len(), |i| authority_start + i);
-    let authority = &before_query[authority_start..authority_end];
-    let mut out = String::with_capacity(input.len());
-    out.push_str(&before_query[..authority_start]);
-    match authority.rfind('@') {
-        Some(at) => {
-            out.push_str(HIDDEN);
-            out.push_str(&authority[at..]);
-        }
-        None => out.push_str(authority),
-    }
-    out.push_str(&before_query[authority_end..]);
+    let mut out = String::with_capacity(rest.len());
+    out.push_str(before_query);
     if let Some(q) = query {
         out.push('?');
         let pairs: Vec<String> = q
@@ -166,7 +263,117 @@ mod tests {
         );
         assert_eq!(echo(Input::Url, "alice:pw@h.test/x"), "`***@h.test/x`");
         assert_eq!(echo(Input::Url, "not a url"), "`not a url`");
-        assert_eq!(echo(Input::Url, "http://h.test/a@b"), "`http://h.test/a@b`");
+        // An `@` that could end user-info hides all before it (see `url`).
+        assert_eq!(echo(Input::Url, "http://h.test/a@b"), "`http://***@b`");
+    }
+
+    /// What of a URL is shown, shape by shape: no part of what could be a
+    /// password, whether or not the URL is valid, and credential-free URLs
+    /// (an `@` in the path included) readable.
+    #[test]
+    fn no_part_of_a_password_is_shown_whatever_its_characters() {
+        let cases = [
+            // Passwords with unencoded / ? # @ (the trial's shapes).
+            (
+                "http://user:pa/ssSECRET@127.0.0.1:8/echo",
+                "http://***@127.0.0.1:8/echo",
+            ),
+            ("http://user:p?ssSECRET@127.0.0.1:8/echo", "http://***"),
+            ("http://user:se#cretSECRET@127.0.0.1:8/echo", "http://***"),
+            (
+                "http://user:p@ssSECRET@127.0.0.1:8/echo",
+                "http://***@127.0.0.1:8/echo",
+            ),
+            (
+                "http://user:p/@ssSECRET@h.test/echo",
+                "http://***@h.test/echo",
+            ),
+            ("http://user:p/?#@SECRET@h.test/e?k=v", "http://***"),
+            ("http://1234/SECRET@h.test/x", "http://***@h.test/x"),
+            ("http://user:1234/SECRET@h.test/x", "http://***@h.test/x"),
+            (
+                "http://user:99/SECRET@h.test/@types/node",
+                "http://***@types/node",
+            ),
+            (
+                "https://TOKEN/SECRET+x=@github.com/o/r",
+                "https://***@github.com/o/r",
+            ),
+            (
+                "http://user:pw/SECRET@exa mple/a?token=SECRETQ",
+                "http://***@exa mple/a?token=***",
+            ),
+            ("http://:SECRET/x@h.test/", "http://***@h.test/"),
+            ("http://user:SECRET@", "http://***@"),
+            ("http://user:SE/CRET@", "http://***@"),
+            ("HTTP://user:pa/ssSECRET@h.test/", "HTTP://***@h.test/"),
+            // No scheme, or no valid one: the whole text is the URL.
+            ("user:pa/ssSECRET@h.test/x", "***@h.test/x"),
+            ("u:SECRET@h/?r=http://x", "***@h/?r=***"),
+            ("1http://user:SECRET@h/", "***@h/"),
+            // Valid URLs with user-info: hidden, as always.
+            ("http://alice:SECRET@h.test:8/a", "http://***@h.test:8/a"),
+            (
+                "http://alice:SECRET@h.test/@types/node",
+                "http://***@types/node",
+            ),
+            (
+                "http://alice:SECRET@h.test/x?mail=a@b.c&token=SECRETQ",
+                "http://***",
+            ),
+            // An `@` in a query or fragment may follow a password's `?`.
+            ("http://h.test/x?mail=a@b.c&token=SECRETQ", "http://***"),
+            ("http://h.test/x#a@SECRET", "http://***"),
+            ("http://h.test/users/SECRET@b.test", "http://***@b.test"),
+            // Credential-free URLs with an `@` starting a path segment.
+            (
+                "https://registry.npmjs.org/@types/node",
+                "https://registry.npmjs.org/@types/node",
+            ),
+            (
+                "https://medium.com/@user/post?x=SECRETQ",
+                "https://medium.com/@user/post?x=***",
+            ),
+            (
+                "http://localhost:4873/@scope/pkg",
+                "http://localhost:4873/@scope/pkg",
+            ),
+            (
+                "http://127.0.0.1:8/@a/@b#SECRET",
+                "http://127.0.0.1:8/@a/@b#***",
+            ),
+            ("http://[::1]:8/@a", "http://[::1]:8/@a"),
+            // ... but not after an authority that could be user-info.
+            ("http://SECRET/@h.test/", "http://***@h.test/"),
+            ("http://user:12/@h.test/", "http://***@h.test/"),
+            ("http://a_b.test/@x", "http://***@x"),
+            ("http://[zz]/@x", "http://***@x"),
+            // No `@`: shown, query values and fragment hidden.
+            (
+                "http://h.test:8/a/b?token=SECRET&x=1#SECRET",
+                "http://h.test:8/a/b?token=***&x=***#***",
+            ),
+            ("http://user:pa/ss", "http://user:pa/ss"),
+        ];
+        for (input, shown) in cases {
+            assert_eq!(url(input), shown, "{input}");
+        }
+        for (input, _) in cases {
+            let shown = url(input);
+            assert!(!shown.contains("SECRET"), "{input} -> {shown}");
+            for text in [
+                echo(Input::Url, input),
+                echo(Input::Arg, input),
+                plain(input),
+            ] {
+                assert!(!text.contains("SECRET"), "{input} -> {text}");
+            }
+        }
+        assert!(unencoded_user_info("http://user:pa/ss@h/"));
+        assert!(unencoded_user_info("http://user:p?ss@h/"));
+        assert!(unencoded_user_info("http://user:p#ss@h/"));
+        assert!(!unencoded_user_info("http://user:pass@h/"));
+        assert!(!unencoded_user_info("http://127.0.0.1:99999/x"));
     }
 
     #[test]

@@ -22,9 +22,20 @@ fn usage(msg: impl Into<String>) -> Usage {
 
 /// An absolute http(s) URL with a host.
 pub(crate) fn url(s: &str) -> Result<http::Uri, Usage> {
-    let uri: http::Uri = s
-        .parse()
-        .map_err(|e| usage(format!("malformed URL {}: {e}", echo(Input::Url, s))))?;
+    // A password with an unencoded `/ ? #` ends the authority inside the
+    // password: whatever the parser then complains about (a port that is
+    // no number, no host) would mislead. Say what is wrong instead.
+    let malformed = |why: &str| {
+        if crate::redact::unencoded_user_info(s) {
+            usage(format!(
+                "malformed URL {}: a user name or password with / ? # or @ must be percent-encoded (%2F %3F %23 %40)",
+                echo(Input::Url, s)
+            ))
+        } else {
+            usage(format!("malformed URL {}: {why}", echo(Input::Url, s)))
+        }
+    };
+    let uri: http::Uri = s.parse().map_err(|e| malformed(&format!("{e}")))?;
     match uri.scheme_str() {
         Some("http" | "https") => {}
         _ => {
@@ -35,13 +46,13 @@ pub(crate) fn url(s: &str) -> Result<http::Uri, Usage> {
         }
     }
     if uri.host().is_none_or(str::is_empty) {
+        if crate::redact::unencoded_user_info(s) {
+            return Err(malformed("no host"));
+        }
         return Err(usage(format!("URL {} has no host", echo(Input::Url, s))));
     }
     if polite_client::names_no_port(&uri) {
-        return Err(usage(format!(
-            "malformed URL {}: the port is not a number from 0 to 65535",
-            echo(Input::Url, s)
-        )));
+        return Err(malformed("the port is not a number from 0 to 65535"));
     }
     Ok(uri)
 }
@@ -139,6 +150,10 @@ mod tests {
         assert!(method("GET").is_ok());
         assert!(method("G ET").is_err());
         assert!(body(Some("@/definitely/not/here")).is_err());
+        assert!(
+            url("http://user:pa/ssSECRET@127.0.0.1:8/x")
+                .is_err_and(|e| e.0.contains("must be percent-encoded") && !e.0.contains("SECRET"))
+        );
         assert_eq!(body(Some("hi")).unwrap().as_ref(), b"hi");
         let r = build(
             "POST",

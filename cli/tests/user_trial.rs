@@ -1,0 +1,105 @@
+//! Defects from the second user trial, at the binary: passwords with
+//! unencoded `/ ? # @` never echoed, a `-d` body bounded, binary bodies in a
+//! batch kept exactly, `wait -v`'s planned waits by their source, and a
+//! `--rate` over the maximum as a usage error.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use polite_lab::{Lab, LabConfig};
+
+/// Runs the binary with `stdin` written from a thread of its own (errors
+/// ignored: the binary may stop reading first).
+fn polite_with(args: &[&str], stdin: Vec<u8>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().expect("the binary ends");
+    writer.join().expect("the writer ends");
+    out
+}
+
+fn polite(args: &[&str]) -> Output {
+    polite_with(args, Vec::new())
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Defect 1: a password with an unencoded `/`, `?`, `#` or `@` made the
+/// redaction look for user-info in the wrong place: `get` echoed it whole
+/// (`malformed URL `http://user:pa/ssSECRET@...``) or in part
+/// (`http://user:p?***`), and a batch line's `url` and `error` held it.
+#[test]
+fn a_password_with_unencoded_delimiters_is_never_echoed() {
+    let lab = Lab::start(LabConfig::default()).expect("the lab starts");
+    let port = lab.addr().port();
+    let malformed = [
+        format!("http://user:pa/ssSECRET@127.0.0.1:{port}/echo"),
+        format!("http://user:p?ssSECRET@127.0.0.1:{port}/echo"),
+        format!("http://user:se#cretSECRET@127.0.0.1:{port}/echo"),
+        format!("http://user:p@/ssSECRET@127.0.0.1:{port}/echo?k=SECRET"),
+        format!("http://user:SE/CRET@127.0.0.1:{port}/echo"),
+    ];
+    for url in &malformed {
+        for args in [
+            vec!["get", url.as_str(), "-v"],
+            vec!["get", url.as_str(), "--log-format", "json", "-v"],
+            vec!["wait", url.as_str(), "-v"],
+        ] {
+            let o = polite(&args);
+            let (out, err) = (text(&o.stdout), text(&o.stderr));
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                !out.contains("SECRET") && !err.contains("SECRET") && !err.contains("CRET"),
+                "{args:?} leaked: {out} {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains("malformed URL")
+                    && err.contains("must be percent-encoded")
+                    && !err.contains("port"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // A URL that parses (to the lab) with a `@` that could end user-info.
+    let valid = format!("http://127.0.0.1:{port}/nothing/SECRET@b.test/");
+    let o = polite(&["get", &valid, "-v", "--log-format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("SECRET"), "{}", text(&o.stderr));
+    let mut input: Vec<String> = malformed.to_vec();
+    input.push(valid);
+    let o = polite_with(&["batch", "-v"], input.join("\n").into_bytes());
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!out.contains("SECRET") && !out.contains("CRET"), "{out}");
+    assert!(!err.contains("SECRET"), "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    for line in &lines[..5] {
+        assert_eq!(line["ok"], false, "{line}");
+        assert!(
+            line["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("must be percent-encoded")),
+            "{line}"
+        );
+    }
+    assert_eq!(lines[0]["url"], format!("http://***@127.0.0.1:{port}/echo"));
+    assert_eq!(lines[1]["url"], "http://***");
+    assert_eq!(lines[5]["url"], "http://***@b.test/");
+    assert_eq!(lines[5]["status"], 404);
+    assert_eq!(lab.log().len(), 2, "only the valid URL was sent");
+}
