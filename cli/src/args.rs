@@ -112,7 +112,8 @@ pub(crate) struct GetArgs {
     /// The method.
     #[arg(short = 'X', long = "request", default_value = "GET")]
     pub(crate) method: String,
-    /// The body: literal text, `@file`, or `-` for stdin.
+    /// The body: literal text, `@file`, or `-` for stdin; at most 64 MiB
+    /// (polite keeps the body in memory to send it again).
     #[arg(short = 'd', long = "data")]
     pub(crate) data: Option<String>,
     /// Sends `Idempotency-Key: K`, which makes a POST or PATCH safe to retry.

@@ -82,27 +82,63 @@ pub(crate) fn header(s: &str) -> Result<(http::HeaderName, http::HeaderValue), U
     Ok((name, value))
 }
 
-/// The body from `-d`: `@file`, `-` (stdin), or the text itself.
+/// The largest request body `-d` reads: polite keeps the body in memory
+/// to send it again (a retry, a redirect), so an endless or huge input
+/// (`-d @/dev/zero`) must end as a usage error, not as out of memory.
+pub(crate) const MAX_BODY: u64 = 64 << 20;
+
+/// The body from `-d`: `@file`, `-` (stdin), or the text itself; at most
+/// [`MAX_BODY`] bytes.
 pub(crate) fn body(data: Option<&str>) -> Result<Bytes, Usage> {
+    body_up_to(data, MAX_BODY)
+}
+
+fn body_up_to(data: Option<&str>, limit: u64) -> Result<Bytes, Usage> {
+    let too_large = |from: String| {
+        usage(format!(
+            "the body from {from} is larger than the {} limit of -d: polite keeps the body in memory to send it again",
+            size(limit)
+        ))
+    };
     match data {
         None => Ok(Bytes::new()),
-        Some("-") => {
-            let mut buf = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut buf)
-                .map_err(|e| usage(format!("cannot read the body from stdin: {e}")))?;
-            Ok(buf.into())
-        }
+        Some("-") => read_up_to(std::io::stdin().lock(), limit)
+            .map_err(|e| usage(format!("cannot read the body from stdin: {e}")))?
+            .ok_or_else(|| too_large("stdin".to_owned())),
         Some(d) if d.starts_with('@') => {
             let path = &d[1..];
-            std::fs::read(path).map(Bytes::from).map_err(|e| {
+            let cannot = |e: std::io::Error| {
                 usage(format!(
                     "cannot read body file {}: {e}",
                     echo(Input::Text, path)
                 ))
-            })
+            };
+            let file = std::fs::File::open(path).map_err(cannot)?;
+            read_up_to(file, limit)
+                .map_err(cannot)?
+                .ok_or_else(|| too_large(format!("file {}", echo(Input::Text, path))))
         }
         Some(text) => Ok(Bytes::copy_from_slice(text.as_bytes())),
+    }
+}
+
+/// All of `input` if it holds at most `limit` bytes; `None` if it holds
+/// more (reading stops one byte past the limit).
+fn read_up_to(input: impl Read, limit: u64) -> std::io::Result<Option<Bytes>> {
+    let mut buf = Vec::new();
+    input.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
+    if u64::try_from(buf.len()).unwrap_or(u64::MAX) > limit {
+        return Ok(None);
+    }
+    Ok(Some(buf.into()))
+}
+
+/// `64 MiB`, `1 KiB`, `10 bytes`.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
     }
 }
 
@@ -165,5 +201,45 @@ mod tests {
         .unwrap();
         assert_eq!(r.headers()["idempotency-key"], "k1");
         assert_eq!(r.headers()["a"], "b");
+    }
+
+    /// `-d @file` and `-d -` read at most [`MAX_BODY`] bytes: a file at the
+    /// limit is the body, one byte more (or an endless file) is a usage
+    /// error that names the limit and why there is one.
+    #[test]
+    fn a_body_is_read_up_to_its_limit_and_no_further() {
+        let dir = std::env::temp_dir().join(format!("polite-body-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("body");
+        let make = |len: u64| {
+            // Sparse: no disk space for the zeros.
+            let f = std::fs::File::create(&file).unwrap();
+            f.set_len(len).unwrap();
+        };
+        let arg = format!("@{}", file.display());
+        make(MAX_BODY);
+        let at = body(Some(&arg)).unwrap();
+        assert_eq!(at.len() as u64, MAX_BODY);
+        drop(at);
+        make(MAX_BODY + 1);
+        let over = body(Some(&arg)).unwrap_err().0;
+        assert!(
+            over.contains("larger than the 64 MiB limit of -d")
+                && over.contains("polite keeps the body in memory to send it again"),
+            "{over}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        #[cfg(unix)]
+        {
+            let endless = body(Some("@/dev/zero")).unwrap_err().0;
+            assert!(endless.contains("64 MiB limit"), "{endless}");
+        }
+        assert_eq!(
+            read_up_to(&b"abc"[..], 3).unwrap().unwrap().as_ref(),
+            b"abc"
+        );
+        assert!(read_up_to(&b"abcd"[..], 3).unwrap().is_none());
+        assert_eq!(size(64 << 20), "64 MiB");
+        assert_eq!(size(3), "3 bytes");
     }
 }

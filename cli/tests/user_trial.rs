@@ -103,3 +103,40 @@ fn a_password_with_unencoded_delimiters_is_never_echoed() {
     assert_eq!(lines[5]["status"], 404);
     assert_eq!(lab.log().len(), 2, "only the valid URL was sent");
 }
+
+/// Defect 2: `-d @/dev/zero` (or a huge file, or stdin) was read whole
+/// into memory until it ran out. Now at most 64 MiB is read; more is a
+/// usage error that names the limit, and nothing is sent.
+#[test]
+fn a_body_over_64_mib_is_a_usage_error_that_names_the_limit() {
+    let lab = Lab::start(LabConfig::default()).expect("the lab starts");
+    let url = lab.url("/items/big");
+    let dir = std::env::temp_dir().join(format!("polite-user-trial-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let file = dir.join("over");
+    // Sparse: one byte over the limit, no disk space used.
+    std::fs::File::create(&file)
+        .and_then(|f| f.set_len((64 << 20) + 1))
+        .expect("a sparse file");
+    let over = format!("@{}", file.display());
+    let mut runs = vec![polite(&["get", &url, "-X", "PUT", "-d", &over])];
+    if cfg!(unix) {
+        runs.push(polite(&["get", &url, "-X", "PUT", "-d", "@/dev/zero"]));
+    }
+    runs.push(polite_with(
+        &["get", &url, "-X", "PUT", "-d", "-"],
+        vec![b'a'; (64 << 20) + 1],
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    for o in runs {
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("larger than the 64 MiB limit of -d")
+                && err.contains("polite keeps the body in memory to send it again"),
+            "{err}"
+        );
+    }
+    assert!(lab.log().is_empty(), "nothing was sent");
+}
