@@ -35,7 +35,8 @@ pub(crate) enum Command {
     ///
     /// Each result line: `line` (the URL's line number on stdin, from 1),
     /// `url` (user-info, query values and fragment shown as ***), `ok`,
-    /// `status`, and `body` or `error`. Blank lines and lines starting with
+    /// `status`, and `body` or `error` (a body that is not UTF-8 is base64,
+    /// with `"body_encoding":"base64"`). Blank lines and lines starting with
     /// `#` are skipped; a line that is no URL, not UTF-8 or longer than
     /// 64 KiB gets an error line of its own (exit 2), and the lines after
     /// it are still read.

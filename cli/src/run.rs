@@ -441,13 +441,16 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         // what joins a result to its input.
         let (line_no, url) = book.take_url(item).unzip();
         let line = match &result {
-            Ok(resp) => serde_json::json!({
-                "line": line_no,
-                "url": url,
-                "ok": true,
-                "status": resp.status().as_u16(),
-                "body": String::from_utf8_lossy(resp.body()),
-            }),
+            Ok(resp) => {
+                let mut line = serde_json::json!({
+                    "line": line_no,
+                    "url": url,
+                    "ok": true,
+                    "status": resp.status().as_u16(),
+                });
+                body_fields(&mut line, resp.body());
+                line
+            }
             Err(e) => serde_json::json!({
                 "line": line_no,
                 "url": url,
@@ -510,6 +513,27 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         ));
     }
     Ok(worst)
+}
+
+/// A result line's `body`: the text of a UTF-8 body; any other body
+/// base64-encoded (standard alphabet, padded) with `"body_encoding":
+/// "base64"`, so no byte is lost (a lossy conversion would turn binary
+/// into replacement characters).
+fn body_fields(line: &mut serde_json::Value, body: &[u8]) {
+    use base64::Engine as _;
+    let Some(map) = line.as_object_mut() else {
+        return;
+    };
+    match std::str::from_utf8(body) {
+        Ok(text) => {
+            map.insert("body".to_owned(), text.into());
+        }
+        Err(_) => {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(body);
+            map.insert("body".to_owned(), encoded.into());
+            map.insert("body_encoding".to_owned(), "base64".into());
+        }
+    }
 }
 
 /// The URLs of a batch, read from stdin as the batch pulls them.

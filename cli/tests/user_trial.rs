@@ -3,9 +3,12 @@
 //! batch kept exactly, `wait -v`'s planned waits by their source, and a
 //! `--rate` over the maximum as a usage error.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
+use base64::Engine as _;
 use polite_lab::{Lab, LabConfig};
 
 /// Runs the binary with `stdin` written from a thread of its own (errors
@@ -33,6 +36,45 @@ fn polite(args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A loopback server that answers the `n`-th connection with `replies[n]`
+/// (one request per connection, then closed); later connections get the
+/// last reply. The thread ends with the test process.
+fn canned(replies: Vec<Vec<u8>>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let addr = listener.local_addr().expect("an address");
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+            // The request head, up to its blank line.
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let reply = &replies[n.min(replies.len() - 1)];
+            let _ = stream.write_all(reply);
+        }
+    });
+    addr
+}
+
+fn reply(status: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for h in headers {
+        r.push_str(h);
+        r.push_str("\r\n");
+    }
+    r.push_str("\r\n");
+    let mut r = r.into_bytes();
+    r.extend_from_slice(body);
+    r
 }
 
 /// Defect 1: a password with an unencoded `/`, `?`, `#` or `@` made the
@@ -139,4 +181,36 @@ fn a_body_over_64_mib_is_a_usage_error_that_names_the_limit() {
         );
     }
     assert!(lab.log().is_empty(), "nothing was sent");
+}
+
+/// Defect 3: a batch wrote every body through a lossy UTF-8 conversion,
+/// so binary bytes became replacement characters with `ok:true`. Now a
+/// body that is not UTF-8 is base64 with `"body_encoding":"base64"`; a
+/// UTF-8 body is as before, without the field.
+#[test]
+fn a_batch_keeps_a_binary_body_exactly() {
+    let mut binary = vec![0xff, 0xfe, 0x00, 0x80, 0x41];
+    binary.extend(0..=255u8);
+    let server = canned(vec![reply(
+        "200 OK",
+        &["Content-Type: application/octet-stream"],
+        &binary,
+    )]);
+    let lab = Lab::start(LabConfig::default()).expect("the lab starts");
+    let input = format!("http://{server}/bin\n{}\n", lab.url("/bytes/3"));
+    let o = polite_with(&["batch"], input.into_bytes());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", text(&o.stdout));
+    assert_eq!(lines[0]["ok"], true);
+    assert_eq!(lines[0]["body_encoding"], "base64");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(lines[0]["body"].as_str().expect("a body"))
+        .expect("base64");
+    assert_eq!(decoded, binary);
+    assert_eq!(lines[1]["body"], "xxx");
+    assert!(lines[1].get("body_encoding").is_none(), "{}", lines[1]);
 }
