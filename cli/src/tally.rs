@@ -32,8 +32,13 @@ impl Tally {
     pub(crate) fn record(&self, r: &AttemptRecord) {
         let mut c = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         c.sent += 1;
-        if let (Some(class), Some(next)) = (r.class, r.next) {
+        // A retry is a failed attempt with a next send; a planned wait is
+        // every record's, a retry's or a pending poll's (whose source is
+        // the poll schedule, the server's Retry-After or the backoff).
+        if let (Some(class), Some(_)) = (r.class, r.next) {
             c.retries[class_index(class)] += 1;
+        }
+        if let Some(next) = r.next {
             let cause = match next.source {
                 DelaySource::RetryAfter | DelaySource::Clamp => 1,
                 DelaySource::Schedule => 2,
@@ -135,6 +140,27 @@ mod tests {
             t.line(Duration::from_millis(2600), &[2.5]),
             "3 requests sent, 2 retries (1 rate-limited, 1 server error, 0 transport); \
              planned waits: backoff 0.5s, Retry-After 2.0s; pace settled at 2.5/s; 2.6s in all"
+        );
+        // Pending polls (no class: not retries) wait too, by their source.
+        t.record(&rec(
+            None,
+            Some((Duration::from_secs(3), DelaySource::RetryAfter)),
+        ));
+        t.record(&rec(
+            None,
+            Some((Duration::from_millis(1500), DelaySource::Schedule)),
+        ));
+        t.record(&rec(
+            None,
+            Some((Duration::from_millis(300), DelaySource::Backoff)),
+        ));
+        assert!(
+            t.line(Duration::ZERO, &[]).starts_with(
+                "6 requests sent, 2 retries (1 rate-limited, 1 server error, 0 transport); \
+                 planned waits: backoff 0.8s, Retry-After 5.0s, poll schedule 1.5s;"
+            ),
+            "{}",
+            t.line(Duration::ZERO, &[])
         );
         assert!(t.line(Duration::ZERO, &[]).contains("; pace unlimited;"));
         assert!(

@@ -214,3 +214,36 @@ fn a_batch_keeps_a_binary_body_exactly() {
     assert_eq!(lines[1]["body"], "xxx");
     assert!(lines[1].get("body_encoding").is_none(), "{}", lines[1]);
 }
+
+/// Defect 4: `wait -v` counted only the waits of retries (records with a
+/// class), so after waiting on a pending job's `Retry-After` it said
+/// "planned waits: backoff 0.0s, Retry-After 0.0s".
+#[test]
+fn wait_v_counts_the_waits_a_pending_job_asked_for() {
+    let running = reply(
+        "200 OK",
+        &["Content-Type: application/json", "Retry-After: 1"],
+        br#"{"status":"running"}"#,
+    );
+    let done = reply(
+        "200 OK",
+        &["Content-Type: application/json"],
+        br#"{"status":"done"}"#,
+    );
+    let server = canned(vec![running.clone(), running, done]);
+    let o = polite(&[
+        "wait",
+        &format!("http://{server}/job/ra"),
+        "--timeout",
+        "20s",
+        "-v",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let summary = err.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("polite: 3 requests sent, 0 retries"),
+        "{err}"
+    );
+    assert!(summary.contains("Retry-After 2.0s"), "{summary}");
+}
