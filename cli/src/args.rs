@@ -155,8 +155,9 @@ pub(crate) struct WaitArgs {
 pub(crate) struct BatchArgs {
     /// Client-side pace: `auto` (learn the server's quota from its RateLimit
     /// headers and adapt to 429s), `N/DURATION` (at most N sends per
-    /// DURATION, e.g. 50/60s, and adapt below that to 429s), or `none` (no
-    /// client-side limit; Retry-After is still honoured).
+    /// DURATION, e.g. 50/60s, N at most 1048576, and adapt below that to
+    /// 429s), or `none` (no client-side limit; Retry-After is still
+    /// honoured).
     #[arg(long, value_parser = rate, default_value = "auto")]
     pub(crate) rate: Rate,
     /// Requests in flight at once.
@@ -270,6 +271,12 @@ pub(crate) fn rate(s: &str) -> Result<Rate, String> {
     if n == 0 {
         return Err("the rate must allow at least 1 request".into());
     }
+    if n > polite_core::RateThrottle::MAX_LIMIT {
+        return Err(format!(
+            "the rate allows at most {} requests per window (e.g. 1000/1s)",
+            polite_core::RateThrottle::MAX_LIMIT
+        ));
+    }
     let w = duration(w.trim())?;
     if w.is_zero() {
         return Err("the rate window must be longer than zero".into());
@@ -290,6 +297,12 @@ mod tests {
         assert_eq!(rate("3/500ms").map(|r| r.to_string()), Ok("3/500ms".into()));
         assert!(rate("50").is_err());
         assert!(rate("0/1s").is_err());
+        assert_eq!(
+            rate("1048576/1s"),
+            Ok(Rate::Fixed(1_048_576, Duration::from_secs(1)))
+        );
+        assert!(rate("1048577/1s").is_err_and(|e| e.contains("at most 1048576")));
+        assert!(rate("4294967295/1s").is_err_and(|e| e.contains("at most 1048576")));
         assert!(rate("5/0s").is_err());
         assert!(rate("x/1s").is_err());
         assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));

@@ -247,3 +247,28 @@ fn wait_v_counts_the_waits_a_pending_job_asked_for() {
     );
     assert!(summary.contains("Retry-After 2.0s"), "{summary}");
 }
+
+/// Defect 5: `--rate 4294967295/1s` got through the flags and failed later
+/// as "invalid policy: `limit` must be at most 1048576 (the log is
+/// allocated up front)", naming an internal field.
+#[test]
+fn a_rate_over_the_maximum_is_a_usage_error_naming_rate() {
+    for rate in ["4294967295/1s", "1048577/60s"] {
+        let o = polite_with(
+            &["batch", "--rate", rate],
+            b"http://127.0.0.1:9/\n".to_vec(),
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--rate")
+                && err.contains("at most 1048576")
+                && err.contains("(see --help)")
+                && !err.contains("limit`")
+                && !err.contains("allocated"),
+            "{err}"
+        );
+        assert!(o.stdout.is_empty());
+    }
+}
