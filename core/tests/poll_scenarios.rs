@@ -808,3 +808,64 @@ fn the_default_terminal_states_cover_the_common_names() {
         assert!(!matches!(m.poll_action(), Action::Stop(_)), "{name}");
     }
 }
+
+/// An answer at *exactly* the deadline is discarded (core's contract: "an
+/// answer at or after the deadline is discarded"): a terminal state, a
+/// pending one and a 503 there all end `TimedOut { needed: None }`; one
+/// nanosecond earlier the terminal state is handed back. The
+/// `PollChecker` (deadline `t0 + timeout`, the test's own arithmetic)
+/// watches every step.
+#[test]
+fn an_answer_exactly_at_the_deadline_is_timed_out_even_a_terminal_one() {
+    let t0 = origin();
+    let timeout = 10 * S;
+    let deadline = t0 + timeout;
+    type Answer = fn(SendPlan) -> Response<'static>;
+    let answers: [(&str, Answer); 4] = [
+        ("passed", |p| {
+            Response::new(p.id, 200, UNIX_EPOCH).job(JobReport::State("passed"))
+        }),
+        ("running", |p| running(p.id)),
+        ("503", |p| Response::new(p.id, 503, UNIX_EPOCH)),
+        ("stale passed", |p| {
+            Response::new(p.id, 200, UNIX_EPOCH)
+                .job(JobReport::State("passed"))
+                .generation(5)
+        }),
+    ];
+    for (name, make) in answers {
+        for at in [deadline, deadline - Duration::from_nanos(1)] {
+            let req = get().with_generation(4);
+            let policy = PollPolicy::default();
+            let mut m = PollMachine::new(policy, req, SplitMix64::new(1), t0, timeout).unwrap();
+            let mut checker = PollChecker::new(&policy, &req, deadline);
+            let p = send(&mut m);
+            checker.output(t0, &Action::Send(p)).unwrap();
+            let sleep = m.poll_action();
+            assert_eq!(sleep, Action::SleepUntil(deadline));
+            checker.output(t0, &sleep).unwrap();
+            let e = Event::Response(make(p));
+            checker.input(at, &e);
+            m.handle(at, e);
+            let a = m.poll_action();
+            checker
+                .output(at, &a)
+                .unwrap_or_else(|v| panic!("{name}: {v}"));
+            if at == deadline {
+                assert_eq!(
+                    a,
+                    Action::Stop(Outcome::TimedOut { needed: None }),
+                    "{name} at the deadline"
+                );
+                let rec = m.take_record().unwrap();
+                assert_eq!(
+                    rec.outcome,
+                    Some(Outcome::TimedOut { needed: None }),
+                    "{name}"
+                );
+            } else if name == "passed" {
+                assert_eq!(a, Action::Stop(state("passed")), "{name} just before");
+            }
+        }
+    }
+}

@@ -34,6 +34,16 @@ fn settle() -> impl Strategy<Value = Settle> {
     prop_oneof![Just(Settle::Hang), Just(Settle::Answer(200))]
 }
 
+/// Budgets of up to a minute, one in five of 1 to 3 whole seconds: the
+/// scripts' whole-second steps land answers exactly on those deadlines
+/// (where an answer is discarded, `TimedOut`, even a success).
+fn timeout() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        4 => (0u64..60_000).prop_map(Duration::from_millis),
+        1 => (1u64..=3).prop_map(Duration::from_secs),
+    ]
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 1000,
@@ -55,11 +65,11 @@ proptest! {
         policy in retry_policy(),
         request in request(),
         seed in any::<u64>(),
-        timeout_ms in 0u64..60_000,
+        timeout in timeout(),
         script in script(0..40),
         settle in settle(),
     ) {
-        let r = run(policy, request, seed, Duration::from_millis(timeout_ms), &script, settle);
+        let r = run(policy, request, seed, timeout, &script, settle);
         let trace = r.map_err(TestCaseError::fail)?;
         prop_assert_eq!(trace.one_record_per_send(), Ok(()));
     }
@@ -152,4 +162,74 @@ fn the_checker_catches_violations() {
         .unwrap();
     let err = c.output(t0, &Action::Send(plan(0))).unwrap_err();
     assert_eq!(err.rule, "send-after-stop");
+}
+
+/// The checker's own rules for SPEC §2.3's stale answers, for an answer at
+/// exactly the deadline, and for SPEC §2's list of replayable methods,
+/// shown on hand-made traces (no machine: the rules are the checker's).
+#[test]
+fn the_checker_catches_stale_deadline_and_replayability_violations() {
+    let t0 = origin();
+    let policy = RetryPolicy::default();
+    let deadline = t0 + Duration::from_secs(10);
+    let plan = |request: &RequestInfo, attempt| polite_core::SendPlan {
+        id: SendId { item: 0, attempt },
+        request: request.id,
+        abort_at: deadline + policy.transport_cushion,
+        long_poll: None,
+    };
+    let retried = Action::SleepUntil(t0 + Duration::from_secs(1));
+
+    // A 503 for another generation must end `Stale`, not wait to retry.
+    let req = RequestInfo::new(RequestId(1), Method::Get).with_generation(4);
+    let mut c = Checker::for_retry(&policy, &req).deadline(deadline);
+    c.output(t0, &Action::Send(plan(&req, 0))).unwrap();
+    let stale = Response::new(plan(&req, 0).id, 503, UNIX_EPOCH).generation(5);
+    c.input(t0, &Event::Response(stale));
+    assert_eq!(c.output(t0, &retried).unwrap_err().rule, "stale");
+    // At the request's own generation the same wait is fine.
+    let mut c = Checker::for_retry(&policy, &req).deadline(deadline);
+    c.output(t0, &Action::Send(plan(&req, 0))).unwrap();
+    let current = Response::new(plan(&req, 0).id, 503, UNIX_EPOCH).generation(4);
+    c.input(t0, &Event::Response(current));
+    c.output(t0, &retried).unwrap();
+
+    // A success exactly at the deadline is discarded: `TimedOut { needed:
+    // None }`, neither delivered nor "timed out, needing an instant".
+    let get = RequestInfo::new(RequestId(2), Method::Get);
+    for wrong in [
+        polite_core::Outcome::Succeeded { status: 200 },
+        polite_core::Outcome::TimedOut {
+            needed: Some(deadline + Duration::from_secs(1)),
+        },
+    ] {
+        let mut c = Checker::for_retry(&policy, &get).deadline(deadline);
+        c.output(t0, &Action::Send(plan(&get, 0))).unwrap();
+        c.input(
+            deadline,
+            &Event::Response(Response::new(plan(&get, 0).id, 200, UNIX_EPOCH)),
+        );
+        let err = c.output(deadline, &Action::Stop(wrong)).unwrap_err();
+        assert_eq!(err.rule, "late-success", "{wrong:?}");
+    }
+
+    // HEAD, OPTIONS and TRACE are idempotent (SPEC §2): `NotReplayable`
+    // after a 503 is wrong for them, by the checker's own list.
+    for method in [Method::Head, Method::Options, Method::Trace] {
+        let r = RequestInfo::new(RequestId(3), method);
+        let mut c = Checker::for_retry(&policy, &r).deadline(deadline);
+        c.output(t0, &Action::Send(plan(&r, 0))).unwrap();
+        c.input(
+            t0,
+            &Event::Response(Response::new(plan(&r, 0).id, 503, UNIX_EPOCH)),
+        );
+        let stop = Action::Stop(polite_core::Outcome::NotReplayable {
+            last: polite_core::Reply::Status(503),
+        });
+        assert_eq!(
+            c.output(t0, &stop).unwrap_err().rule,
+            "not-replayable",
+            "{method:?}"
+        );
+    }
 }

@@ -847,3 +847,247 @@ fn retry_after_past_the_deadline_stops_a_widened_status_as_a_429() {
         assert_eq!(trace.sends().count(), 1, "{status}");
     }
 }
+
+/// What happens to the send in flight (or at all) at one instant.
+type Step = fn(SendPlan) -> Event<'static>;
+
+/// Plays `events` (each at its instant) against a fresh machine for
+/// `request`, with the independent checker beside it (deadline `t0 +
+/// timeout`, the test's own arithmetic); returns the actions after each
+/// event, and the sends made.
+fn play(
+    policy: RetryPolicy,
+    request: RequestInfo,
+    timeout: Duration,
+    events: &[(Duration, Step)],
+) -> (Vec<Action>, u32) {
+    let t0 = origin();
+    let mut m = machine(policy, request, t0, timeout);
+    let mut checker = polite_testing::Checker::for_retry(&policy, &request).deadline(t0 + timeout);
+    let mut plan = None;
+    let mut actions = Vec::new();
+    let mut drain = |m: &mut RetryMachine<SplitMix64>,
+                     checker: &mut polite_testing::Checker,
+                     plan: &mut Option<SendPlan>,
+                     now: Instant| {
+        loop {
+            let a = m.poll_action();
+            checker.output(now, &a).unwrap_or_else(|v| panic!("{v}"));
+            actions.push(a);
+            match a {
+                Action::Send(p) => *plan = Some(p),
+                _ => break,
+            }
+        }
+    };
+    drain(&mut m, &mut checker, &mut plan, t0);
+    for (at, event) in events {
+        let now = t0 + *at;
+        let e = event(plan.expect("a send to answer"));
+        checker.input(now, &e);
+        m.handle(now, e);
+        drain(&mut m, &mut checker, &mut plan, now);
+    }
+    (actions, m.sends())
+}
+
+/// SPEC §2.3: an answer for an older session generation is dropped, not
+/// delivered, *whatever it says*: a 503, a 500, a 429 with a short
+/// `Retry-After`, a 404 all end the request `Stale` at once, with one send,
+/// where the same answers at the request's own generation are retried (or
+/// handed back).
+#[test]
+fn a_failure_for_an_old_session_generation_is_stale_not_retried() {
+    let req = get().with_generation(4);
+    let stale: [(&str, Step); 4] = [
+        ("503", |p| Event::Response(answer(503, &p).generation(5))),
+        ("500", |p| Event::Response(answer(500, &p).generation(5))),
+        ("429 Retry-After: 1", |p| {
+            Event::Response(answer(429, &p).retry_after(b"1").generation(5))
+        }),
+        ("404", |p| Event::Response(answer(404, &p).generation(5))),
+    ];
+    for (name, event) in stale {
+        let (actions, sends) = play(RetryPolicy::default(), req, 10 * S, &[(MS, event)]);
+        assert_eq!(
+            actions.last(),
+            Some(&Action::Stop(Outcome::Stale)),
+            "{name}: {actions:?}"
+        );
+        assert_eq!(sends, 1, "{name}");
+    }
+    // The same failures at the request's own generation are retried.
+    let current: [(&str, Step); 2] = [
+        ("503", |p| Event::Response(answer(503, &p).generation(4))),
+        ("429 Retry-After: 1", |p| {
+            Event::Response(answer(429, &p).retry_after(b"1").generation(4))
+        }),
+    ];
+    for (name, event) in current {
+        let (actions, sends) = play(RetryPolicy::default(), req, 10 * S, &[(MS, event)]);
+        assert!(
+            matches!(actions.last(), Some(Action::SleepUntil(_))),
+            "{name}: {actions:?}"
+        );
+        assert_eq!(sends, 1, "{name}");
+    }
+}
+
+/// A transport error carries no session generation (`Event::TransportError`
+/// has none: nothing came back to be stale), so it is retried as usual; the
+/// answer to the retry, at a newer generation, is then dropped as `Stale`.
+#[test]
+fn a_transport_error_is_retried_and_the_retrys_stale_answer_dropped() {
+    let req = get().with_generation(4);
+    let (actions, sends) = play(
+        no_jitter(),
+        req,
+        10 * S,
+        &[
+            (MS, |p| {
+                Event::TransportError(p.id, TransportErrorKind::Reset)
+            }),
+            // The backoff: 250 ms after the error.
+            (251 * MS, |_| Event::Tick),
+            (300 * MS, |p| Event::Response(answer(503, &p).generation(5))),
+        ],
+    );
+    assert_eq!(
+        actions.last(),
+        Some(&Action::Stop(Outcome::Stale)),
+        "{actions:?}"
+    );
+    assert_eq!(sends, 2);
+}
+
+/// An answer at exactly the deadline is discarded: `TimedOut { needed:
+/// None }`, even a success (core's contract: "an answer at or after the
+/// deadline"); a 503 there is not judged for a retry either (which would
+/// say `TimedOut` with the instant it needed), and a stale one is timed out
+/// all the same (the deadline comes first).
+#[test]
+fn an_answer_exactly_at_the_deadline_is_timed_out_even_a_success() {
+    let timed_out = Action::Stop(Outcome::TimedOut { needed: None });
+    for (name, event) in [
+        ("200", (|p| Event::Response(answer(200, &p))) as Step),
+        ("204", |p| Event::Response(answer(204, &p))),
+        ("503", |p| Event::Response(answer(503, &p))),
+        ("429", |p| {
+            Event::Response(answer(429, &p).retry_after(b"1"))
+        }),
+        ("reset", |p| {
+            Event::TransportError(p.id, TransportErrorKind::Reset)
+        }),
+    ] {
+        let (actions, _) = play(RetryPolicy::default(), get(), 2 * S, &[(2 * S, event)]);
+        assert_eq!(actions.last(), Some(&timed_out), "{name}: {actions:?}");
+        // One nanosecond earlier, the 200 is delivered.
+        if name == "200" {
+            let early = 2 * S - Duration::from_nanos(1);
+            let (actions, _) = play(RetryPolicy::default(), get(), 2 * S, &[(early, event)]);
+            assert_eq!(
+                actions.last(),
+                Some(&Action::Stop(Outcome::Succeeded { status: 200 })),
+            );
+        }
+    }
+    // With a session generation (the machine's general path), stale or not.
+    let req = get().with_generation(4);
+    for event in [
+        (|p| Event::Response(answer(200, &p).generation(4))) as Step,
+        |p| Event::Response(answer(200, &p).generation(5)),
+    ] {
+        let (actions, _) = play(RetryPolicy::default(), req, 2 * S, &[(2 * S, event)]);
+        assert_eq!(actions.last(), Some(&timed_out), "{actions:?}");
+    }
+}
+
+/// SPEC §2's list, written out: the methods `Method::parse` knows, whether
+/// each is idempotent, and whether a request with it is replayable without
+/// a key, with a key, and with a one-shot body.
+#[test]
+fn method_parse_and_replayability_follow_spec_2() {
+    let table: [(&[u8], Method, bool); 11] = [
+        (b"GET", Method::Get, true),
+        (b"HEAD", Method::Head, true),
+        (b"OPTIONS", Method::Options, true),
+        (b"TRACE", Method::Trace, true),
+        (b"PUT", Method::Put, true),
+        (b"DELETE", Method::Delete, true),
+        (b"POST", Method::Post, false),
+        (b"PATCH", Method::Patch, false),
+        (b"CONNECT", Method::Connect, false),
+        (b"PROPFIND", Method::Other, false),
+        // Methods are case-sensitive (RFC 9110 §9.1): an extension method.
+        (b"head", Method::Other, false),
+    ];
+    for (token, method, idempotent) in table {
+        let name = String::from_utf8_lossy(token);
+        assert_eq!(Method::parse(token), method, "{name}");
+        assert_eq!(method.is_idempotent(), idempotent, "{name}");
+        let r = RequestInfo::new(RequestId(1), method);
+        assert_eq!(r.is_replayable(), idempotent, "{name}");
+        assert!(
+            r.with_idempotency_key().is_replayable(),
+            "{name} with a key"
+        );
+        assert!(
+            !r.with_one_shot_body().is_replayable(),
+            "{name}, one-shot body"
+        );
+        assert!(
+            !r.with_idempotency_key()
+                .with_one_shot_body()
+                .is_replayable(),
+            "{name} with a key, one-shot body"
+        );
+    }
+}
+
+/// A 503 then a 200: every idempotent method is retried (two sends, the
+/// 200 delivered); POST, PATCH, CONNECT and an extension method without an
+/// idempotency key are sent once and end `NotReplayable`; with a key they
+/// are retried.
+#[test]
+fn a_503_is_retried_for_each_idempotent_method_and_not_for_post_or_patch() {
+    let t0 = origin();
+    let policy = RetryPolicy::default();
+    let run = |request: RequestInfo| {
+        Simulator::new(t0)
+            .replies([Scripted::status(503), Scripted::status(200)])
+            .check_retry(&policy, &request)
+            .run(machine(policy, request, t0, 30 * S))
+            .unwrap()
+    };
+    for token in [
+        &b"GET"[..],
+        b"HEAD",
+        b"OPTIONS",
+        b"TRACE",
+        b"PUT",
+        b"DELETE",
+    ] {
+        let name = String::from_utf8_lossy(token);
+        let trace = run(RequestInfo::new(RequestId(1), Method::parse(token)));
+        assert_eq!(trace.sends().count(), 2, "{name}");
+        assert_eq!(trace.outcome, Outcome::Succeeded { status: 200 }, "{name}");
+    }
+    for token in [&b"POST"[..], b"PATCH", b"CONNECT", b"PROPFIND"] {
+        let name = String::from_utf8_lossy(token);
+        let request = RequestInfo::new(RequestId(1), Method::parse(token));
+        let trace = run(request);
+        assert_eq!(trace.sends().count(), 1, "{name}");
+        assert!(
+            matches!(trace.outcome, Outcome::NotReplayable { .. }),
+            "{name}: {:?}",
+            trace.outcome
+        );
+        let trace = run(request.with_idempotency_key());
+        assert_eq!(trace.sends().count(), 2, "{name} with a key");
+        assert_eq!(
+            trace.outcome,
+            Outcome::Succeeded { status: 200 },
+            "{name} with a key"
+        );
+    }
+}

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use polite_core::{
-    Action, Event, Outcome, RequestInfo, RetryClass, RetryPolicy, SendId, TransportErrorKind,
+    Action, Event, Method, Outcome, RequestInfo, RetryClass, RetryPolicy, SendId,
+    TransportErrorKind,
 };
 
 use crate::oracle;
@@ -35,6 +36,25 @@ pub(crate) fn class_index(class: RetryClass) -> usize {
     }
 }
 
+/// Whether SPEC §2 lets `request` be sent again, by the checkers' own
+/// reading of its list (never through `RequestInfo::is_replayable` or
+/// `Method::is_idempotent`, the code under check): the method is one of
+/// GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or the request carries an
+/// idempotency key; *and* its body can be produced again.
+pub(crate) fn replayable(request: &RequestInfo) -> bool {
+    let idempotent = match request.method {
+        Method::Get
+        | Method::Head
+        | Method::Options
+        | Method::Trace
+        | Method::Put
+        | Method::Delete => true,
+        Method::Post | Method::Patch | Method::Connect | Method::Other => false,
+        other => unknown(&other),
+    };
+    (idempotent || request.idempotency_key) && request.body_replayable
+}
+
 /// An event or a retry class that polite-core added after these checkers
 /// were written (the enums are `#[non_exhaustive]`): the checkers cannot
 /// judge what they do not know, so they say so loudly rather than pass it.
@@ -60,9 +80,15 @@ pub(crate) fn unknown(what: &dyn std::fmt::Debug) -> ! {
 ///   answer only when the server asked for more than the automatic wait cap
 ///   or the 429 budget is spent, with `retry_at` the server's instant (an
 ///   instant far past the cap when the server's is too far to represent);
-/// * `not-replayable`: a non-replayable request is sent at most once;
+/// * `not-replayable`: a non-replayable request is sent at most once, and
+///   only a non-replayable one ends `NotReplayable` (replayable by the
+///   checker's own reading of SPEC §2's list of methods);
 /// * `cancel`: after `Cancel` the next action is `Stop(Cancelled)`;
-/// * `late-success`: an answer at or after the deadline ends in `TimedOut`;
+/// * `late-success`: an answer at or after the deadline ends in
+///   `TimedOut { needed: None }` (discarded, whatever it says);
+/// * `stale`: an answer before the deadline that arrives when the session
+///   is at another generation than the request's (SPEC §2.3) ends the
+///   request `Stale` at once, whatever its status or `Retry-After`;
 /// * `send-while-in-flight`: a single request never has two sends in flight;
 /// * `permanent`: a transport error that is permanent (SPEC §2.2's list,
 ///   the checker's own table) or of a kind the policy's `retried_transport`
@@ -75,6 +101,8 @@ pub(crate) fn unknown(what: &dyn std::fmt::Debug) -> ! {
 pub struct Checker {
     policy: RetryPolicy,
     replayable: bool,
+    /// The request's session generation, if it has one.
+    generation: Option<u64>,
     deadline: Option<Instant>,
     now: Option<Instant>,
     stopped: Option<Outcome>,
@@ -89,6 +117,9 @@ pub struct Checker {
     late_answer: bool,
     /// A transport error that must end the request (`Permanent`).
     permanent: Option<TransportErrorKind>,
+    /// An answer for another session generation came: the request must
+    /// end `Stale`.
+    stale: bool,
 }
 
 impl Checker {
@@ -97,7 +128,8 @@ impl Checker {
     pub fn for_retry(policy: &RetryPolicy, request: &RequestInfo) -> Checker {
         Checker {
             policy: *policy,
-            replayable: request.is_replayable(),
+            replayable: replayable(request),
+            generation: request.generation,
             deadline: None,
             now: None,
             stopped: None,
@@ -110,6 +142,7 @@ impl Checker {
             asked: None,
             late_answer: false,
             permanent: None,
+            stale: false,
         }
     }
 
@@ -163,6 +196,11 @@ impl Checker {
                 self.in_flight = None;
                 if self.deadline.is_some_and(|d| now >= d) {
                     self.late_answer = true;
+                } else if let (Some(mine), Some(current)) = (self.generation, r.generation)
+                    && mine != current
+                {
+                    // SPEC §2.3: dropped, whatever it says.
+                    self.stale = true;
                 }
                 // SPEC §2's classes, by the checkers' own table.
                 self.last_class = oracle::class_of(&self.policy, r);
@@ -211,10 +249,18 @@ impl Checker {
         if self.cancelled && *action != Action::Stop(Outcome::Cancelled) {
             return violation("cancel", format!("{action:?} after Cancel"));
         }
-        if self.late_answer && !matches!(action, Action::Stop(Outcome::TimedOut { .. })) {
+        // Discarded, not judged: no retry was weighed, so no instant a
+        // retry would have needed either.
+        if self.late_answer && *action != Action::Stop(Outcome::TimedOut { needed: None }) {
             return violation(
                 "late-success",
                 format!("{action:?} after an answer at/after the deadline"),
+            );
+        }
+        if std::mem::take(&mut self.stale) && *action != Action::Stop(Outcome::Stale) {
+            return violation(
+                "stale",
+                format!("{action:?} after an answer for another session generation"),
             );
         }
         if let Some(cause) = self.permanent.take()
@@ -228,6 +274,12 @@ impl Checker {
         }
         match *action {
             Action::Stop(o) => {
+                if self.replayable && matches!(o, Outcome::NotReplayable { .. }) {
+                    return violation(
+                        "not-replayable",
+                        format!("{o:?}, but SPEC §2's list makes the request replayable"),
+                    );
+                }
                 self.rate_limited(now, o)?;
                 self.stopped = Some(o);
             }

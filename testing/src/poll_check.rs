@@ -160,7 +160,7 @@ impl PollChecker {
     pub fn new(policy: &PollPolicy, request: &RequestInfo, deadline: Instant) -> PollChecker {
         PollChecker {
             policy: *policy,
-            replayable: request.is_replayable(),
+            replayable: crate::check::replayable(request),
             generation: request.generation,
             deadline,
             now: None,

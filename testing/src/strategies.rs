@@ -273,10 +273,29 @@ fn ms(range: std::ops::Range<u64>) -> impl Strategy<Value = Duration> {
     range.prop_map(Duration::from_millis)
 }
 
+/// A time step of 1 to 3 whole seconds. With a budget of whole seconds
+/// ([`timeout`]'s, or a test's own) steps like these land an answer
+/// *exactly* on the deadline (an answer at the deadline is discarded:
+/// `TimedOut`, even a success), which steps of any millisecond almost
+/// never do.
+fn whole_seconds() -> impl Strategy<Value = Duration> {
+    (1u64..=3).prop_map(Duration::from_secs)
+}
+
+/// The session generation current when an answer arrives: mostly none
+/// (the caller tracks none), sometimes 7 (the generation of the requests
+/// that carry one) or 8 (a later one: the answer is stale).
+fn generation() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![20 => Just(None), 1 => Just(Some(7u64)), 1 => Just(Some(8u64))]
+}
+
 /// One input for a single request ([`RetryMachine`](polite_core::RetryMachine),
 /// [`Paced`](polite_core::Paced)): answers with any status and `Retry-After`
-/// (one in ten for an earlier attempt), transport errors, ticks of up to
-/// 20 s, wake-ups, cancels, and the clock stepping back.
+/// (one in ten for an earlier attempt; some at another session generation,
+/// 7 or 8), transport errors, ticks of up to 20 s, wake-ups, cancels, and
+/// the clock stepping back. Some answers, transport errors and ticks come
+/// after whole seconds, so that with a budget of whole seconds an answer
+/// can land exactly on the deadline.
 ///
 /// ```
 /// use polite_testing::strategies;
@@ -287,6 +306,9 @@ fn ms(range: std::ops::Range<u64>) -> impl Strategy<Value = Duration> {
 /// let inputs: Vec<_> = (0..300).map(|_| strategies::input().new_tree(&mut runner).unwrap().current()).collect();
 /// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(_))));
 /// assert!(inputs.iter().any(|i| matches!(i, Input::WallBack(_) | Input::WallForward(_))));
+/// // Answers of another session generation, and after whole seconds.
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(a) if a.generation == Some(8))));
+/// assert!(inputs.iter().any(|i| matches!(i, Input::Answer(a) if a.after == std::time::Duration::from_secs(2))));
 /// ```
 pub fn input() -> impl Strategy<Value = Input> {
     let answer = (
@@ -294,28 +316,31 @@ pub fn input() -> impl Strategy<Value = Input> {
         retry_after(),
         date(),
         prop::bool::weighted(0.1),
-        ms(0..3_000),
+        prop_oneof![3 => ms(0..3_000), 1 => whole_seconds()],
         retry_class(),
+        generation(),
     )
-        .prop_map(|(status, retry_after, date, late, after, retry_class)| {
-            Input::Answer(Answer {
-                status,
-                retry_after,
-                date,
-                job: None,
-                generation: None,
-                headers: Vec::new(),
-                retry_class,
-                late,
-                pick: 0,
-                after,
-            })
-        });
+        .prop_map(
+            |(status, retry_after, date, late, after, retry_class, generation)| {
+                Input::Answer(Answer {
+                    status,
+                    retry_after,
+                    date,
+                    job: None,
+                    generation,
+                    headers: Vec::new(),
+                    retry_class,
+                    late,
+                    pick: 0,
+                    after,
+                })
+            },
+        );
     prop_oneof![
         6 => answer,
-        2 => (transport_kind(), ms(0..3_000))
+        2 => (transport_kind(), prop_oneof![3 => ms(0..3_000), 1 => whole_seconds()])
             .prop_map(|(kind, after)| Input::Transport { kind, pick: 0, after }),
-        2 => ms(0..20_000).prop_map(Input::Tick),
+        2 => prop_oneof![3 => ms(0..20_000), 1 => whole_seconds()].prop_map(Input::Tick),
         4 => Just(Input::Wake),
         1 => Just(Input::Cancel),
         1 => ms(0..5_000).prop_map(Input::Backwards),
@@ -408,9 +433,9 @@ pub fn poll_input() -> impl Strategy<Value = Input> {
         status,
         job(),
         (retry_after, date()),
-        prop_oneof![20 => Just(None), 1 => Just(Some(7u64)), 1 => Just(Some(8u64))],
+        generation(),
         prop::bool::weighted(0.1),
-        prop_oneof![4 => ms(0..3_000), 1 => ms(0..30_000)],
+        prop_oneof![4 => ms(0..3_000), 1 => ms(0..30_000), 1 => whole_seconds()],
     )
         .prop_map(
             |(status, job, (retry_after, date), generation, late, after)| {
@@ -432,7 +457,7 @@ pub fn poll_input() -> impl Strategy<Value = Input> {
         30 => answer,
         3 => (transport_kind(), ms(0..5_000))
             .prop_map(|(kind, after)| Input::Transport { kind, pick: 0, after }),
-        6 => ms(0..20_000).prop_map(Input::Tick),
+        6 => prop_oneof![3 => ms(0..20_000), 1 => whole_seconds()].prop_map(Input::Tick),
         12 => Just(Input::WakeIfIdle),
         1 => Just(Input::Wake),
         1 => Just(Input::Cancel),
@@ -651,8 +676,11 @@ fn basic_retry_policy(
     }
 }
 
-/// Requests: mostly a `GET`; a `POST` without and with an idempotency key;
-/// a `PUT` with a body that cannot be produced again.
+/// Requests: mostly a `GET`; a `GET` of session generation 7 (answers of
+/// generation 8 are stale); a `POST` without and with an idempotency key;
+/// a `PUT` with a body that cannot be produced again; a `HEAD`, an
+/// `OPTIONS`, a `TRACE` and a `DELETE` (idempotent); a `PATCH`, a
+/// `CONNECT` and an extension method (not).
 ///
 /// ```
 /// use polite_testing::strategies;
@@ -661,13 +689,25 @@ fn basic_retry_policy(
 /// let mut runner = TestRunner::deterministic();
 /// let all: Vec<_> = (0..200).map(|_| strategies::request().new_tree(&mut runner).unwrap().current()).collect();
 /// assert!(all.iter().any(|r| r.is_replayable()) && all.iter().any(|r| !r.is_replayable()));
+/// assert!(all.iter().any(|r| r.generation == Some(7)));
 /// ```
 pub fn request() -> impl Strategy<Value = RequestInfo> {
+    // The variants, not `Method::parse`: a generator built on the parser
+    // would hide a parser that gets a method wrong.
+    let method = |m: Method| Just(RequestInfo::new(RequestId(5), m));
     prop_oneof![
-        3 => Just(RequestInfo::new(RequestId(1), Method::Get)),
-        1 => Just(RequestInfo::new(RequestId(2), Method::Post)),
-        1 => Just(RequestInfo::new(RequestId(3), Method::Post).with_idempotency_key()),
-        1 => Just(RequestInfo::new(RequestId(4), Method::Put).with_one_shot_body()),
+        6 => Just(RequestInfo::new(RequestId(1), Method::Get)),
+        2 => Just(RequestInfo::new(RequestId(6), Method::Get).with_generation(7)),
+        2 => Just(RequestInfo::new(RequestId(2), Method::Post)),
+        2 => Just(RequestInfo::new(RequestId(3), Method::Post).with_idempotency_key()),
+        2 => Just(RequestInfo::new(RequestId(4), Method::Put).with_one_shot_body()),
+        1 => method(Method::Head),
+        1 => method(Method::Options),
+        1 => method(Method::Trace),
+        1 => method(Method::Delete),
+        1 => method(Method::Patch),
+        1 => method(Method::Connect),
+        1 => method(Method::Other),
     ]
 }
 
@@ -737,7 +777,8 @@ pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
 }
 
 /// Budgets: mostly long enough for many attempts (up to 10 min),
-/// sometimes under 2 s.
+/// sometimes under 2 s, sometimes 1 to 3 whole seconds (which the scripts'
+/// whole-second steps can land an answer exactly on).
 ///
 /// ```
 /// use polite_testing::strategies;
@@ -752,7 +793,8 @@ pub fn poll_request() -> impl Strategy<Value = RequestInfo> {
 pub fn timeout() -> impl Strategy<Value = Duration> {
     prop_oneof![
         1 => 0u64..2_000,
-        9 => 0u64..600_000,
+        7 => 0u64..600_000,
+        2 => (1u64..=3).prop_map(|s| s * 1_000),
     ]
     .prop_map(Duration::from_millis)
 }

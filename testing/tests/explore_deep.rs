@@ -102,6 +102,17 @@ fn retry_alphabet() -> [Input; 8] {
     ]
 }
 
+/// The retry alphabet with a stale answer in place of the 429 over the
+/// cap (which ends a request `RateLimited` at once whatever its budgets;
+/// the default configuration explores it): a 503 that arrives when the
+/// session is at generation 8, for a request of generation 7. SPEC §2.3:
+/// dropped, `Stale`, never retried.
+fn stale_alphabet() -> [Input; 8] {
+    let mut a = retry_alphabet();
+    a[2] = Input::status(503).generation(8);
+    a
+}
+
 /// Hostile `Retry-After` values (issue 16): more digits than 64 bits hold,
 /// zero-padded past 64 bytes, leap-second dates and `Date` headers.
 fn hostile_retry_alphabet() -> [Input; 8] {
@@ -172,13 +183,14 @@ fn deep_tight_budgets() {
         ..RetryPolicy::default()
     };
     policy.backoff.jitter = Jitter::None;
-    retry(
-        "budgets 1/1/1, no jitter, GET, 5 s",
+    let e = retry(
+        "budgets 1/1/1, no jitter, GET of session generation 7, stale 503s, 5 s",
         policy,
-        RequestInfo::new(RequestId(2), Method::Get),
+        RequestInfo::new(RequestId(2), Method::Get).with_generation(7),
         Duration::from_secs(5),
-        &retry_alphabet(),
+        &stale_alphabet(),
     );
+    assert!(e.outcomes.get("Stale").is_some_and(|n| *n > 0), "{e:?}");
 }
 
 #[test]
