@@ -196,7 +196,7 @@ impl BatchChecker {
             items: requests
                 .iter()
                 .map(|r| Item {
-                    replayable: r.is_replayable(),
+                    replayable: crate::check::replayable(r),
                     slot: r.pace_slot,
                     key: 0,
                     flying: None,
