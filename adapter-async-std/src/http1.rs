@@ -107,7 +107,10 @@ pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 ///   (16 MiB by default); a larger one (by `Content-Length` or by what
 ///   arrives) ends the attempt at once with a permanent `BodyTooLarge`
 ///   (never an out-of-memory, never retried; the connection is closed, the
-///   rest never read). The response head is limited to 64 KiB (`Other`).
+///   rest never read). The response head (status line and headers) is
+///   limited to 64 KiB and 128 headers: a larger one ends the attempt at
+///   once with a permanent `HeadTooLarge` (never retried; the source says
+///   the limit).
 /// * Memory: each connection keeps its read buffer (16 to 64 KiB) while it
 ///   is pooled, and the transport keeps a handle on the last 8 bodies it
 ///   handed out (each up to 2 MiB, none past the idle timeout): once you
@@ -115,6 +118,8 @@ pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 ///   decoded into the same allocation instead of fresh pages. A body you
 ///   still hold is never touched; `Bytes::is_unique` on a body is `false`
 ///   while its handle is kept.
+/// * Any method is sent as given: extension methods (`PURGE`, `PROPFIND`,
+///   and `get`, which is not `GET`: methods are case-sensitive) too.
 /// * The request gets `Host` (from the URL) and `Content-Length` (from the
 ///   body, when it has one or the method expects one), each unless it
 ///   already has one; nothing else is added.
@@ -124,10 +129,11 @@ pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 /// `Reset`; name resolution failed or found nothing → `Dns`; an OS timeout
 /// → `Timeout`; the attempt still running at `abort_at` → `Aborted`; a
 /// rejected certificate → `Certificate`; another TLS failure → `Tls`; a
-/// request that cannot be written (unsupported URL, bad header) →
-/// `InvalidRequest`; a body too large → `BodyTooLarge`; anything else (a
-/// malformed answer) → `Other`. The I/O, TLS or protocol error is kept as
-/// the [`TransportError`]'s `source()`.
+/// request that cannot be written (unsupported URL, bad header, an HTTP
+/// version other than 1.0 and 1.1) → `InvalidRequest`; a body too large →
+/// `BodyTooLarge`; an answer head too large → `HeadTooLarge`; anything else
+/// (a malformed answer) → `Other`. The I/O, TLS or protocol error is kept
+/// as the [`TransportError`]'s `source()`.
 ///
 /// ```
 /// use polite_async_io::Http1Transport;
@@ -478,10 +484,41 @@ fn io_kind(e: &io::Error) -> TransportErrorKind {
     polite_client::io_error_kind(e).unwrap_or(TransportErrorKind::Other)
 }
 
-/// A protocol error reading the answer (a malformed answer).
+/// A protocol error reading the answer: more headers than ureq-proto
+/// parses (128) is `HeadTooLarge` (permanent), anything else (a malformed
+/// answer) `Other`.
 fn protocol(e: ureq_proto::Error) -> TransportError {
-    TransportError::new(TransportErrorKind::Other).with_source(e)
+    let kind = match e {
+        ureq_proto::Error::HttpParseTooManyHeaders => TransportErrorKind::HeadTooLarge,
+        _ => TransportErrorKind::Other,
+    };
+    TransportError::new(kind).with_source(e)
 }
+
+/// An answer head over [`MAX_HEAD`]: permanent (the same request gets the
+/// same head again), with the limit and what was read as its source.
+fn head_too_large(read: usize) -> TransportError {
+    TransportError::head_too_large(MAX_HEAD as u64).with_source(HeadOverLimit { read })
+}
+
+/// The source of a `HeadTooLarge`: the answer's head was still going on
+/// after `read` bytes, over [`MAX_HEAD`].
+#[derive(Debug)]
+struct HeadOverLimit {
+    read: usize,
+}
+
+impl std::fmt::Display for HeadOverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "response head (status line and headers) over the transport's limit of {MAX_HEAD} bytes ({} bytes read)",
+            self.read
+        )
+    }
+}
+
+impl std::error::Error for HeadOverLimit {}
 
 /// A protocol error writing the request (it cannot be sent as it is).
 fn invalid(e: ureq_proto::Error) -> TransportError {
@@ -588,7 +625,16 @@ async fn exchange(
 /// ready to read the answer.
 fn encode(request: http::Request<Bytes>) -> Result<(Vec<u8>, Call<RecvResponse>), TransportError> {
     let (parts, body) = request.into_parts();
+    // ureq-proto writes the version as given (`HTTP/2.0` too) once its
+    // check of methods against versions is off (below): HTTP/1.x only.
+    if parts.version != http::Version::HTTP_11 && parts.version != http::Version::HTTP_10 {
+        return Err(invalid(ureq_proto::Error::UnsupportedVersion));
+    }
     let mut call = Call::new(http::Request::from_parts(parts, ())).map_err(invalid)?;
+    // Any method is sent as given: by default ureq-proto refuses every
+    // method it does not know for the version (`PURGE`, `PROPFIND`, `get`:
+    // methods are case-sensitive) with `MethodVersionMismatch`.
+    call.allow_non_standard_methods(true);
     let headers = call.headers();
     let framed = headers.contains_key(http::header::CONTENT_LENGTH)
         || headers.contains_key(http::header::TRANSFER_ENCODING);
@@ -761,15 +807,20 @@ async fn receive(
         let (used, head) = call
             .try_response(input.buffered(), false)
             .map_err(protocol)?;
-        input.consume(used);
         if let Some(head) = head {
+            // Parsed whole from one read: held to the same limit.
+            if used > MAX_HEAD {
+                return Err(head_too_large(used));
+            }
+            input.consume(used);
             break head;
         }
+        input.consume(used);
         if used > 0 {
             continue; // a 1xx answer was skipped; the real one may be buffered
         }
         if input.buffered().len() > MAX_HEAD {
-            return Err(TransportErrorKind::Other.into());
+            return Err(head_too_large(input.buffered().len()));
         }
         if input.fill().await? == 0 {
             return Err(TransportErrorKind::Reset.into()); // closed before an answer
@@ -989,6 +1040,57 @@ mod tests {
             encode(short).err().map(|e| e.kind()),
             Some(TransportErrorKind::InvalidRequest)
         );
+    }
+
+    #[test]
+    fn extension_methods_go_out_as_given() {
+        for (method, body) in [("PURGE", ""), ("PROPFIND", "<propfind/>"), ("get", "")] {
+            let req = http::Request::builder()
+                .method(method)
+                .uri("http://h.test/echo")
+                .body(Bytes::from(body))
+                .unwrap();
+            let text = wire(req);
+            assert!(
+                text.starts_with(&format!("{method} /echo HTTP/1.1\r\n")),
+                "{text}"
+            );
+            assert!(text.ends_with(&format!("\r\n\r\n{body}")), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_version_other_than_http_1_is_not_written() {
+        for version in [http::Version::HTTP_2, http::Version::HTTP_3] {
+            let req = http::Request::get("http://h.test/")
+                .version(version)
+                .body(Bytes::new())
+                .unwrap();
+            let e = encode(req).err().unwrap();
+            assert_eq!(e.kind(), TransportErrorKind::InvalidRequest, "{version:?}");
+            assert!(std::error::Error::source(&e).is_some());
+        }
+        let old = http::Request::get("http://h.test/")
+            .version(http::Version::HTTP_10)
+            .body(Bytes::new())
+            .unwrap();
+        assert!(wire(old).starts_with("GET / HTTP/1.0\r\n"));
+    }
+
+    #[test]
+    fn a_head_over_the_limit_is_permanent_and_names_it() {
+        let e = head_too_large(MAX_HEAD + 1);
+        assert_eq!(e.kind(), TransportErrorKind::HeadTooLarge);
+        assert_eq!(e.limit(), Some(MAX_HEAD as u64));
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert!(
+            source.as_deref().is_some_and(|s| s.contains("65536 bytes")),
+            "{source:?}"
+        );
+        let many = protocol(ureq_proto::Error::HttpParseTooManyHeaders);
+        assert_eq!(many.kind(), TransportErrorKind::HeadTooLarge);
+        let garbage = protocol(ureq_proto::Error::HttpParseFail("x".into()));
+        assert_eq!(garbage.kind(), TransportErrorKind::Other);
     }
 
     #[test]

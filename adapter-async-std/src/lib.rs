@@ -142,7 +142,9 @@
 //! certificate is the permanent `Certificate`: never retried, the rustls
 //! error as its `source()`. It resolves names on the `blocking` thread
 //! pool, reads bodies whole up to a limit (a larger one is a permanent
-//! `BodyTooLarge` naming the limit, sent once), and aborts each attempt at
+//! `BodyTooLarge` naming the limit, sent once; an answer head over 64 KiB
+//! is a permanent `HeadTooLarge`, likewise), sends any method as given
+//! (extension methods such as `PURGE` too), and aborts each attempt at
 //! its `abort_at` (deadline + 2 s cushion) by racing it against an
 //! `async_io::Timer`. It follows no redirect: polite does, by
 //! [`Config::redirects`] (a [`RedirectPolicy`]: default up to 10 hops; a

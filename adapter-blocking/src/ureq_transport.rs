@@ -113,13 +113,22 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 /// * **Status codes** are answers, not errors: 4xx and 5xx come back as
 ///   responses for the machines to classify (`http_status_as_error(false)` is
 ///   set on every request, whatever the agent's own setting).
+/// * **Methods**: any method is sent as given, extension methods
+///   (`PURGE`, `PROPFIND`, and `get`, which is not `GET`: methods are
+///   case-sensitive) too (`allow_non_standard_methods(true)` is set on
+///   every request; ureq refuses them by default), over HTTP/1.1 or 1.0
+///   (a request of another version is a permanent `InvalidRequest`, never
+///   sent).
 /// * **Errors** map to the kinds the machines decide by: connection refused →
 ///   `Refused`; reset, aborted, broken pipe, early EOF → `Reset`; host not
 ///   found → `Dns`; a ureq timeout → `Timeout` (`Aborted` when it fires at
 ///   or after `abort_at`); a rejected certificate → `Certificate`
 ///   (permanent); other TLS failures → `Tls`; a bad URL or request →
 ///   `InvalidRequest` (permanent); too many redirects → `TooManyRedirects`
-///   (permanent); anything else → `Other`. The ureq error is kept as the
+///   (permanent); an answer head (status line and headers) over ureq's
+///   limit (`max_response_header_size`, 64 KiB by default, or more than 128
+///   headers) → `HeadTooLarge` (permanent, with the limit); anything else
+///   → `Other`. The ureq error is kept as the
 ///   [`TransportError`]'s `source()`.
 ///
 /// ## Threads, and what a cancel does to a request in flight
@@ -705,6 +714,14 @@ fn attempt(
     if polite_client::names_no_port(request.uri()) {
         return Err(TransportErrorKind::InvalidRequest.into());
     }
+    // ureq writes the version as given (`HTTP/2.0` too) once its check of
+    // methods against versions is off (see `timeouts`): only HTTP/1.x is
+    // sent. Never sent, so never retried.
+    let version = request.version();
+    if version != http::Version::HTTP_11 && version != http::Version::HTTP_10 {
+        return Err(TransportError::new(TransportErrorKind::InvalidRequest)
+            .with_source(ureq_proto::Error::UnsupportedVersion));
+    }
     // What the resolver answers for this attempt from the cache, if it
     // does (see `DnsCache`).
     crate::resolver::answered(None);
@@ -823,14 +840,25 @@ fn body_capacity(declared: Option<u64>, head: bool, status: http::StatusCode) ->
 }
 
 /// One attempt's configuration: every status an answer, no redirect
-/// followed by ureq, and the timeouts of `bound` (`left`: the time until
-/// its end).
+/// followed by ureq, any method sent, and the timeouts of `bound`
+/// (`left`: the time until its end).
+///
+/// Any method: ureq sends by default only the methods it knows for the
+/// request's HTTP version (GET, HEAD, POST; for HTTP/1.1 also PUT, DELETE,
+/// CONNECT, OPTIONS, TRACE, PATCH) and refuses any other, `PURGE`,
+/// `PROPFIND` or `get` (methods are case-sensitive), before sending
+/// (`Protocol(MethodVersionMismatch)`). With
+/// `allow_non_standard_methods(true)` it sends them as given; it then
+/// skips its version check too, which [`attempt`] does instead.
 fn timeouts<S: ureq::AsSendBody>(
     request: ConfigBuilder<HttpCrateScope<S>>,
     bound: Bound,
     left: Duration,
 ) -> ConfigBuilder<HttpCrateScope<S>> {
-    let request = request.http_status_as_error(false).max_redirects(0);
+    let request = request
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .allow_non_standard_methods(true);
     match bound {
         Bound::Phases(_) => request
             .timeout_global(None)
@@ -846,12 +874,36 @@ fn timeouts<S: ureq::AsSendBody>(
 
 /// A ureq error as a [`TransportError`]: its kind, and itself as the
 /// source (except a bad URI, whose text is the URL: it may hold
-/// credentials).
+/// credentials); an answer head over ureq's limit says the limit.
 fn error(e: ureq::Error) -> TransportError {
     let k = kind(&e);
     match e {
         ureq::Error::BadUri(_) => TransportError::new(k),
+        ureq::Error::LargeResponseHeader(_, limit) => {
+            TransportError::head_too_large(u64::try_from(limit).unwrap_or(u64::MAX)).with_source(e)
+        }
         e => TransportError::new(k).with_source(e),
+    }
+}
+
+/// A ureq-proto error: one only a request can cause (it was not sent as
+/// it is) is `InvalidRequest`; an answer with more headers than ureq
+/// parses (128) is `HeadTooLarge`; any other is `Other` (a malformed
+/// answer; `Content-Length` errors are raised for answers and requests
+/// alike, so they stay `Other`).
+fn protocol_kind(e: &ureq_proto::Error) -> TransportErrorKind {
+    use ureq_proto::Error as P;
+    match e {
+        P::BadHeader(_)
+        | P::UnsupportedVersion
+        | P::MethodVersionMismatch(..)
+        | P::TooManyHostHeaders
+        | P::BadHostHeader
+        | P::BadAuthorizationHeader
+        | P::BodyLargerThanContentLength
+        | P::BodyNotAllowed => TransportErrorKind::InvalidRequest,
+        P::HttpParseTooManyHeaders => TransportErrorKind::HeadTooLarge,
+        _ => TransportErrorKind::Other,
     }
 }
 
@@ -876,6 +928,8 @@ fn kind(e: &ureq::Error) -> TransportErrorKind {
         ureq::Error::TooManyRedirects => TransportErrorKind::TooManyRedirects,
         ureq::Error::RedirectFailed => TransportErrorKind::RedirectNotReplayable,
         ureq::Error::BodyExceedsLimit(_) => TransportErrorKind::BodyTooLarge,
+        ureq::Error::LargeResponseHeader(..) => TransportErrorKind::HeadTooLarge,
+        ureq::Error::Protocol(p) => protocol_kind(p),
         _ => TransportErrorKind::Other,
     }
 }
@@ -903,6 +957,45 @@ fn io_kind(e: &std::io::Error) -> TransportErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_head_over_ureqs_limit_is_head_too_large_with_the_limit() {
+        let e = error(ureq::Error::LargeResponseHeader(70_121, 65_536));
+        assert_eq!(e.kind(), TransportErrorKind::HeadTooLarge);
+        assert!(e.kind().is_permanent());
+        assert_eq!(e.limit(), Some(65_536));
+        assert!(e.to_string().contains("64 KiB limit"), "{e}");
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(
+            source.as_deref(),
+            Some("response header is too big: 70121 > 65536")
+        );
+    }
+
+    #[test]
+    fn protocol_errors_about_the_request_are_invalid_too_many_headers_too_large() {
+        use ureq_proto::Error as P;
+        let purge = http::Method::from_bytes(b"PURGE").unwrap();
+        for (p, want) in [
+            (
+                P::MethodVersionMismatch(purge, http::Version::HTTP_11),
+                TransportErrorKind::InvalidRequest,
+            ),
+            (P::UnsupportedVersion, TransportErrorKind::InvalidRequest),
+            (P::TooManyHostHeaders, TransportErrorKind::InvalidRequest),
+            (P::BadContentLengthHeader, TransportErrorKind::Other),
+            (P::HttpParseTooManyHeaders, TransportErrorKind::HeadTooLarge),
+            (
+                P::HttpParseFail("invalid HTTP version".into()),
+                TransportErrorKind::Other,
+            ),
+        ] {
+            let text = p.to_string();
+            let e = error(ureq::Error::Protocol(p));
+            assert_eq!(e.kind(), want, "{text}");
+            assert!(std::error::Error::source(&e).is_some(), "{text}");
+        }
+    }
 
     #[test]
     fn workers_are_reused_one_after_another_and_added_when_busy() {

@@ -1,7 +1,8 @@
 //! The lab's hostile checks (written once, in `polite_lab::runner::hostile`)
 //! through `polite_blocking::Client` and its ureq transport: a 2 GiB body,
 //! redirect loops and chains, a 307 after a PUT, cross-origin redirects, a
-//! refused connection, an unsendable URL. Counted at the server.
+//! refused connection, an unsendable URL, an answer head over the limit,
+//! extension methods. Counted at the server.
 
 use polite_blocking::{Threads, UreqTransport, block_on};
 

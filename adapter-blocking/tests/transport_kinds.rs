@@ -41,3 +41,58 @@ fn a_kind_left_out_of_the_policy_ends_the_call_after_one_send() {
     );
     assert_eq!(lab.log().len(), 1, "sent once");
 }
+
+/// ureq sends any method once told to (extension methods), and then writes
+/// the request's version as given: the transport refuses a version other
+/// than HTTP/1.x itself, permanently, before anything is sent.
+#[test]
+fn a_request_of_another_http_version_is_invalid_and_never_sent() {
+    use polite_blocking::{Transport, UreqTransport, block_on};
+    use polite_lab::hostile::{Hostile, Reply};
+    use std::time::Instant;
+
+    let server = Hostile::start(vec![("/x", Reply::Body("ok".into()))]).unwrap();
+    let t = UreqTransport::default();
+    let req = http::Request::get(server.url("/x"))
+        .version(http::Version::HTTP_2)
+        .body(Bytes::new())
+        .unwrap();
+    let e = block_on(t.send(req, Instant::now() + Duration::from_secs(5))).unwrap_err();
+    assert_eq!(e.kind(), TransportErrorKind::InvalidRequest);
+    assert!(std::error::Error::source(&e).is_some());
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+}
+
+/// ureq refuses methods it does not know for the version unless told
+/// otherwise: the transport tells it, so `PURGE`, `PROPFIND` (with a body)
+/// and `get` (not `GET`) reach the server as given, once.
+#[test]
+fn extension_methods_reach_the_server_as_given() {
+    use polite_lab::hostile::{Hostile, Reply};
+
+    let server = Hostile::start(vec![("/echo", Reply::Body("ok".into()))]).unwrap();
+    let client = Client::new();
+    for (method, body) in [("PURGE", ""), ("PROPFIND", "<propfind/>"), ("get", "")] {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(server.url("/echo"))
+            .header("idempotency-key", "k")
+            .body(Bytes::from(body))
+            .unwrap();
+        let answer = client.send(req).unwrap_or_else(|e| panic!("{method}: {e}"));
+        assert_eq!(answer.status(), 200, "{method}");
+    }
+    let seen: Vec<_> = server
+        .seen()
+        .into_iter()
+        .map(|s| (s.method, String::from_utf8_lossy(&s.body).into_owned()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("PURGE".to_owned(), String::new()),
+            ("PROPFIND".to_owned(), "<propfind/>".to_owned()),
+            ("get".to_owned(), String::new()),
+        ]
+    );
+}

@@ -31,9 +31,17 @@ use polite_core::TransportErrorKind;
 ///   at most 16 KiB), so that it pins no connection's buffer.
 /// * **Errors** are classified by walking the error's `source()` chain
 ///   (`std::io::Error` kinds, reqwest's DNS, redirect and builder errors,
-///   and with feature `rustls` a rejected certificate, which is permanent),
-///   never by its text, and kept (without their URL) as the
-///   [`TransportError`]'s source.
+///   hyper's "message head is too large", and with feature `rustls` a
+///   rejected certificate, which is permanent), never by its text, and
+///   kept (without their URL) as the [`TransportError`]'s source.
+/// * **Answer heads** (status line and headers) are limited by hyper: its
+///   read buffer (408 KiB: 8 KiB + 100 × 4 KiB, not configurable through
+///   reqwest) and 100 headers (reqwest's `http1_max_headers`). A larger
+///   head ends the attempt with a permanent
+///   [`HeadTooLarge`](TransportErrorKind::HeadTooLarge) (never retried;
+///   hyper's error, which says not which limit, is the source).
+/// * **Methods** are sent as given, extension methods (`PURGE`,
+///   `PROPFIND`, `get`) too.
 ///
 /// ```
 /// let t = polite_tokio::ReqwestTransport::new(reqwest::Client::new()).max_body(1 << 20);
@@ -176,6 +184,15 @@ pub(crate) fn kind(e: &reqwest::Error) -> TransportErrorKind {
     while let Some(err) = next {
         if let Some(k) = tls_in(err) {
             return k;
+        }
+        // hyper's "message head is too large": the answer's head over
+        // hyper's read buffer (about 400 KiB) or more than its header count
+        // (100, reqwest's `http1_max_headers`).
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse_too_large)
+        {
+            return TransportErrorKind::HeadTooLarge;
         }
         if let Some(k) = err
             .downcast_ref::<std::io::Error>()

@@ -1,7 +1,8 @@
 //! The lab's hostile checks (written once, in `polite_lab::runner::hostile`)
 //! through `polite_tokio::Client` and its reqwest transport: a 2 GiB body,
 //! redirect loops and chains, a 307 after a PUT, cross-origin redirects, a
-//! refused connection, an unsendable URL. Counted at the server. Plus what
+//! refused connection, an unsendable URL, an answer head over hyper's
+//! limit, extension methods. Counted at the server. Plus what
 //! only reqwest can show: its own error kept as the source.
 
 use bytes::Bytes;

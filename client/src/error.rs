@@ -40,6 +40,7 @@ pub struct TransportError {
 enum Detail {
     None,
     BodyLimit(u64),
+    HeadLimit(u64),
     RedirectLimit(u32),
     RedirectLoop,
 }
@@ -67,6 +68,25 @@ impl TransportError {
         TransportError {
             detail: Detail::BodyLimit(limit),
             ..TransportError::new(TransportErrorKind::BodyTooLarge)
+        }
+    }
+
+    /// An answer whose head (status line and headers) is larger than
+    /// `limit` bytes, the transport's limit (permanent: not retried, as a
+    /// body over its limit; the same request gets the same head again).
+    ///
+    /// ```
+    /// use polite_core::TransportErrorKind;
+    /// let e = polite_client::TransportError::head_too_large(64 << 10);
+    /// assert_eq!(e.kind(), TransportErrorKind::HeadTooLarge);
+    /// assert_eq!(e.to_string(), "answer head (status line and headers) larger than the 64 KiB limit");
+    /// assert_eq!(e.limit(), Some(64 << 10));
+    /// ```
+    #[must_use]
+    pub fn head_too_large(limit: u64) -> TransportError {
+        TransportError {
+            detail: Detail::HeadLimit(limit),
+            ..TransportError::new(TransportErrorKind::HeadTooLarge)
         }
     }
 
@@ -112,11 +132,20 @@ impl TransportError {
         self.kind
     }
 
-    /// For a body over the limit: the limit, in bytes.
+    /// For a body over the limit ([`BodyTooLarge`](TransportErrorKind::BodyTooLarge))
+    /// or an answer head over it ([`HeadTooLarge`](TransportErrorKind::HeadTooLarge),
+    /// when the transport knows its limit in bytes): the limit, in bytes.
+    ///
+    /// ```
+    /// use polite_client::TransportError;
+    /// assert_eq!(TransportError::body_too_large(1000).limit(), Some(1000));
+    /// assert_eq!(TransportError::head_too_large(4096).limit(), Some(4096));
+    /// assert_eq!(TransportError::too_many_redirects(10).limit(), None);
+    /// ```
     #[must_use]
     pub fn limit(&self) -> Option<u64> {
         match self.detail {
-            Detail::BodyLimit(n) => Some(n),
+            Detail::BodyLimit(n) | Detail::HeadLimit(n) => Some(n),
             _ => None,
         }
     }
@@ -173,6 +202,11 @@ impl std::fmt::Display for TransportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.detail {
             Detail::BodyLimit(n) => write!(f, "body larger than the {} limit", bytes(n)),
+            Detail::HeadLimit(n) => write!(
+                f,
+                "answer head (status line and headers) larger than the {} limit",
+                bytes(n)
+            ),
             Detail::RedirectLimit(n) => write!(f, "too many redirects (more than {n})"),
             Detail::RedirectLoop => f.write_str("too many redirects (a redirect loop)"),
             Detail::None => write!(f, "{}", self.kind),

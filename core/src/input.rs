@@ -40,8 +40,8 @@ impl std::fmt::Display for SendId {
 /// well succeed when repeated, and the machines retry them as the
 /// transport class. The [permanent](Self::is_permanent) kinds
 /// (`BodyTooLarge`, `TooManyRedirects`, `RedirectNotReplayable`,
-/// `Certificate`, `InvalidRequest`) can never succeed by repeating the same
-/// send: they are never retried, whatever the request's replayability, and
+/// `Certificate`, `InvalidRequest`, `HeadTooLarge`) can never succeed by
+/// repeating the same send: they are never retried, whatever the request's replayability, and
 /// end the machine with [`Outcome::Permanent`](crate::Outcome::Permanent)
 /// (SPEC §5).
 ///
@@ -50,6 +50,7 @@ impl std::fmt::Display for SendId {
 /// assert_eq!(TransportErrorKind::Refused.to_string(), "connection refused");
 /// assert!(!TransportErrorKind::Reset.is_permanent());
 /// assert!(TransportErrorKind::BodyTooLarge.is_permanent());
+/// assert!(TransportErrorKind::HeadTooLarge.is_permanent());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -83,17 +84,23 @@ pub enum TransportErrorKind {
     /// The request cannot be sent as it is: an invalid or unsupported URL,
     /// header or method (permanent).
     InvalidRequest,
+    /// The answer's head (status line and headers) is larger than the
+    /// transport's limit, in bytes or in number of headers (permanent: the
+    /// same request gets the same head again, as with `BodyTooLarge`).
+    HeadTooLarge,
 }
 
 impl TransportErrorKind {
-    /// Every kind, in declaration order.
+    /// Every kind, in declaration order: the seven retried by default
+    /// first, the permanent ones after them.
     ///
     /// ```
     /// use polite_core::TransportErrorKind as K;
-    /// assert_eq!(K::ALL.len(), 12);
-    /// assert_eq!(K::ALL.iter().filter(|k| k.is_permanent()).count(), 5);
+    /// assert_eq!(K::ALL.len(), 13);
+    /// assert_eq!(K::ALL.iter().filter(|k| k.is_permanent()).count(), 6);
+    /// assert!(K::ALL[7..].iter().all(|k| k.is_permanent()));
     /// ```
-    pub const ALL: [TransportErrorKind; 12] = [
+    pub const ALL: [TransportErrorKind; 13] = [
         TransportErrorKind::Refused,
         TransportErrorKind::Reset,
         TransportErrorKind::Dns,
@@ -106,6 +113,7 @@ impl TransportErrorKind {
         TransportErrorKind::RedirectNotReplayable,
         TransportErrorKind::Certificate,
         TransportErrorKind::InvalidRequest,
+        TransportErrorKind::HeadTooLarge,
     ];
 
     /// Whether repeating the same send can never succeed: such errors are
@@ -114,6 +122,7 @@ impl TransportErrorKind {
     /// ```
     /// use polite_core::TransportErrorKind as K;
     /// assert!(K::TooManyRedirects.is_permanent() && K::InvalidRequest.is_permanent());
+    /// assert!(K::HeadTooLarge.is_permanent());
     /// assert!(!K::Timeout.is_permanent() && !K::Tls.is_permanent());
     /// ```
     #[must_use]
@@ -125,6 +134,7 @@ impl TransportErrorKind {
                 | TransportErrorKind::RedirectNotReplayable
                 | TransportErrorKind::Certificate
                 | TransportErrorKind::InvalidRequest
+                | TransportErrorKind::HeadTooLarge
         )
     }
 }
@@ -146,6 +156,7 @@ impl std::fmt::Display for TransportErrorKind {
             }
             TransportErrorKind::Certificate => "TLS certificate rejected",
             TransportErrorKind::InvalidRequest => "invalid request",
+            TransportErrorKind::HeadTooLarge => "answer head larger than the limit",
         })
     }
 }

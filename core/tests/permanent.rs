@@ -11,12 +11,13 @@ use polite_core::{
 };
 use polite_testing::origin;
 
-const PERMANENT: [K; 5] = [
+const PERMANENT: [K; 6] = [
     K::BodyTooLarge,
     K::TooManyRedirects,
     K::RedirectNotReplayable,
     K::Certificate,
     K::InvalidRequest,
+    K::HeadTooLarge,
 ];
 const BLIPS: [K; 7] = [
     K::Refused,

@@ -1,9 +1,9 @@
 //! [`Hostile`]: a tiny loopback HTTP/1.1 server for the answers a client
 //! must survive without retrying them: a body of gigabytes (streamed in
-//! chunks, never allocated), redirect loops, endless redirect chains,
-//! 307s after a `PUT`, and redirects to another origin. It counts and keeps
-//! every request it sees (method, path, headers, body), so tests count at
-//! the server.
+//! chunks, never allocated), a head of hundreds of KiB, redirect loops,
+//! endless redirect chains, 307s after a `PUT`, and redirects to another
+//! origin. It counts and keeps every request it sees (method, path,
+//! headers, body), so tests count at the server.
 //!
 //! std only, one thread per connection, one request per connection
 //! (`Connection: close`), every socket with 5 s read and write timeouts:
@@ -57,6 +57,13 @@ pub enum Reply {
     },
     /// An endless chain: `/prefix/N` redirects (302) to `/prefix/N+1`.
     Chain,
+    /// `200` whose head (status line and headers) is at least `bytes`
+    /// long: filler headers of 4 KiB each (`x-filler-N: xxx…`), then an
+    /// empty body. Written until done or the client goes away.
+    BigHead {
+        /// The head's size at least, in bytes.
+        bytes: u64,
+    },
 }
 
 impl Reply {
@@ -112,6 +119,8 @@ pub struct Hostile {
 /// The most connections one server accepts (a bound on a runaway client).
 const MAX_CONNECTIONS: usize = 1000;
 const CHUNK: usize = 64 << 10;
+/// The value of one filler header of [`Reply::BigHead`].
+const FILLER: usize = 4 << 10;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Hostile {
@@ -288,6 +297,24 @@ fn serve(conn: TcpStream, shared: &Shared, routes: &[(String, Reply)]) -> io::Re
                 left -= n;
             }
             out.write_all(b"0\r\n\r\n")
+        }
+        Some((_, Reply::BigHead { bytes })) => {
+            let mut head = Vec::with_capacity(CHUNK);
+            head.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+            let mut written = 0u64;
+            let filler = "x".repeat(FILLER);
+            let mut n = 0u64;
+            while written + (head.len() as u64) < *bytes {
+                write!(head, "x-filler-{n}: {filler}\r\n")?;
+                n += 1;
+                if head.len() >= CHUNK {
+                    out.write_all(&head)?;
+                    written += head.len() as u64;
+                    head.clear();
+                }
+            }
+            head.extend_from_slice(b"content-length: 0\r\nconnection: close\r\n\r\n");
+            out.write_all(&head)
         }
         Some((_, Reply::Declared { length })) => {
             write!(

@@ -44,14 +44,17 @@ pub(crate) fn class_of(policy: &RetryPolicy, r: &Response<'_>) -> Option<RetryCl
 /// Whether a send that failed with this transport error kind can never
 /// succeed by repeating it, by SPEC §2.2's list: a body over the limit, too
 /// many redirects, a redirect that would need an unreplayable body, a
-/// rejected TLS certificate, an invalid request.
+/// rejected TLS certificate, an invalid request; and an answer head over
+/// the transport's limit, which the same send gets again, as a body over
+/// the limit.
 pub(crate) fn permanent(kind: TransportErrorKind) -> bool {
     match kind {
         TransportErrorKind::BodyTooLarge
         | TransportErrorKind::TooManyRedirects
         | TransportErrorKind::RedirectNotReplayable
         | TransportErrorKind::Certificate
-        | TransportErrorKind::InvalidRequest => true,
+        | TransportErrorKind::InvalidRequest
+        | TransportErrorKind::HeadTooLarge => true,
         TransportErrorKind::Refused
         | TransportErrorKind::Reset
         | TransportErrorKind::Dns
@@ -173,6 +176,7 @@ mod tests {
             K::RedirectNotReplayable,
             K::Certificate,
             K::InvalidRequest,
+            K::HeadTooLarge,
         ];
         let p = RetryPolicy::default();
         for k in K::ALL {

@@ -1,8 +1,9 @@
 //! Answers that repeating cannot cure, against real loopback servers
 //! ([`crate::hostile`]), through polite's client on any runtime: a 2 GiB
-//! body, redirect loops and chains, a 307 after a PUT, redirects to another
-//! origin, a refused connection and an unsendable URL. Counted at the
-//! server. Written once; each adapter runs it with
+//! body, an answer head over every transport's limit, redirect loops and
+//! chains, a 307 after a PUT, redirects to another origin, a refused
+//! connection, an unsendable URL, and extension methods (sent once, or
+//! refused unsent: never retried). Counted at the server. Written once; each adapter runs it with
 //! [`hostile_tests!`](crate::hostile_tests).
 
 use std::time::Duration;
@@ -75,8 +76,15 @@ pub fn names() -> Vec<&'static str> {
         "a_port_past_65535_is_one_attempt_sent_nowhere",
         "long_poll_redirect_starts_from_the_url_sent",
         "streamed_batch_items_follow_redirects_from_their_own_request",
+        "an_answer_head_over_the_limit_is_one_attempt",
+        "extension_methods_are_sent_once_or_refused_unsent",
     ]
 }
+
+/// The head of [`Reply::BigHead`] in the hostile checks: over every
+/// adapter's limit (64 KiB for ureq and the async-io transport, hyper's
+/// 408 KiB read buffer or 100 headers for reqwest).
+const BIG_HEAD: u64 = 512 << 10;
 
 /// Runs the named check with a `Client<R, T>` over `transport` (made by
 /// `transport` afresh for each client the check needs). `Err` says what
@@ -407,6 +415,72 @@ where
                 "A lost the caller's headers"
             );
         }
+        "an_answer_head_over_the_limit_is_one_attempt" => {
+            // Repeating the request gets the same head: permanent, as a
+            // body over the limit, even for a GET (replayable).
+            let server = Hostile::start(vec![("/bighead", Reply::BigHead { bytes: BIG_HEAD })])
+                .map_err(io)?;
+            let c = client(RedirectPolicy::default())?;
+            let Err(e) = send(c, get(server.url("/bighead"))?).await else {
+                return Err(format!("a head of {BIG_HEAD} bytes was accepted"));
+            };
+            ensure!(permanent(&e, K::HeadTooLarge)? == 1, "{e}: retried");
+            ensure!(
+                e.to_string().contains("head") && e.to_string().contains("not retried"),
+                "{e}: the cause is not named"
+            );
+            ensure!(
+                server.count("/bighead") == 1,
+                "{} requests",
+                server.count("/bighead")
+            );
+        }
+        "extension_methods_are_sent_once_or_refused_unsent" => {
+            // Methods the `http` crate takes as extension methods: `PURGE`,
+            // `PROPFIND` (with a body), and `get`, which is not `GET`
+            // (methods are case-sensitive). Each carries an idempotency key,
+            // so that a transport error would be retried: a transport either
+            // sends it as given (once, answered) or refuses it before
+            // sending (a permanent `InvalidRequest`, nothing at the server).
+            let server = Hostile::start(vec![("/echo", Reply::Body("ok".into()))]).map_err(io)?;
+            let c = client(RedirectPolicy::default())?;
+            for (method, body) in [("PURGE", ""), ("PROPFIND", "<propfind/>"), ("get", "")] {
+                let before = server.seen().len();
+                let req = http::Request::builder()
+                    .method(method)
+                    .uri(server.url("/echo"))
+                    .header("idempotency-key", format!("k-{method}"))
+                    .body(Bytes::from(body))
+                    .map_err(|e| e.to_string())?;
+                let seen: Vec<_> = match send(c.clone(), req).await {
+                    Ok(resp) => {
+                        ensure!(
+                            resp.status() == 200 && resp.body().as_ref() == b"ok",
+                            "{method}: {} {:?}",
+                            resp.status(),
+                            resp.body()
+                        );
+                        server.seen().into_iter().skip(before).collect()
+                    }
+                    Err(e) => {
+                        ensure!(
+                            permanent(&e, K::InvalidRequest)? == 1,
+                            "{method}: {e}: retried"
+                        );
+                        ensure!(!e.to_string().contains("127.0.0.1"), "no URL: {e}");
+                        ensure!(server.seen().len() == before, "{method}: refused, yet sent");
+                        continue;
+                    }
+                };
+                ensure!(seen.len() == 1, "{method}: {} requests", seen.len());
+                ensure!(
+                    seen[0].method == method && seen[0].body == body.as_bytes(),
+                    "{method}: the server saw {:?} with {:?}",
+                    seen[0].method,
+                    String::from_utf8_lossy(&seen[0].body)
+                );
+            }
+        }
         other => return Err(format!("no hostile check {other}")),
     }
     Ok(())
@@ -428,7 +502,9 @@ macro_rules! hostile_tests {
             unsendable_url_is_one_attempt,
             a_port_past_65535_is_one_attempt_sent_nowhere,
             long_poll_redirect_starts_from_the_url_sent,
-            streamed_batch_items_follow_redirects_from_their_own_request
+            streamed_batch_items_follow_redirects_from_their_own_request,
+            an_answer_head_over_the_limit_is_one_attempt,
+            extension_methods_are_sent_once_or_refused_unsent
         );
     };
     (@each $run:path; $($name:ident),*) => {
