@@ -168,7 +168,7 @@ pub fn date() -> impl Strategy<Value = Option<Vec<u8>>> {
 }
 
 /// Transport error kinds: mostly the seven retried by default, sometimes
-/// one of the five permanent ones (SPEC §2.2).
+/// one of the six permanent ones (SPEC §2.2).
 ///
 /// ```
 /// use polite_testing::strategies;
@@ -191,7 +191,7 @@ pub fn transport_kind() -> impl Strategy<Value = TransportErrorKind> {
 }
 
 /// A policy's `retried_transport` set: mostly the default (every kind that
-/// is not permanent), sometimes none, sometimes any subset of all twelve
+/// is not permanent), sometimes none, sometimes any subset of all thirteen
 /// kinds (permanent ones included, which must stay unretried).
 ///
 /// ```
