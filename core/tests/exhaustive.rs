@@ -113,6 +113,34 @@ fn hostile_retry_alphabet() -> [Input; 8] {
     ]
 }
 
+/// A request of session generation 7 whose answers come at generation 7
+/// or, after a logout, 8 (SPEC §2.3: a stale answer of any status ends it
+/// `Stale` at once, a success too), mixed with current answers and
+/// failures. Length 6 (262,144 scripts of full length): the release
+/// explorer (`polite-testing`'s `explore_deep`) goes to 8 with a stale
+/// letter of its own.
+#[test]
+fn every_script_with_stale_answers() {
+    let alphabet = [
+        Input::status(200).generation(7),
+        Input::status(200).generation(8),
+        Input::status(503).generation(8),
+        Input::status(503).generation(7),
+        Input::status(429).retry_after("2").generation(8),
+        Input::transport(TransportErrorKind::Reset),
+        Input::Wake,
+        Input::Cancel,
+    ];
+    explore_retry_with(
+        "session generation 7, stale answers at 8, GET, 30 s",
+        RetryPolicy::default(),
+        RequestInfo::new(RequestId(9), Method::Get).with_generation(7),
+        Duration::from_secs(30),
+        &alphabet,
+        6,
+    );
+}
+
 /// The default policy against hostile `Retry-After` values.
 #[test]
 fn every_script_hostile_retry_after() {
