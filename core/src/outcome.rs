@@ -158,6 +158,10 @@ impl std::fmt::Display for StateName {
 /// assert_eq!(o.to_string(), "server error retries exhausted (last: HTTP 503)");
 /// let b = Outcome::RetryBudgetExhausted { class: RetryClass::ServerError, last: Reply::Status(503) };
 /// assert_eq!(b.to_string(), "retry budget exhausted, not retried (last: HTTP 503)");
+/// assert_eq!(
+///     Outcome::Stale.to_string(),
+///     "stale session: the answer came after the session moved on, and was dropped"
+/// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -284,7 +288,9 @@ impl std::fmt::Display for Outcome {
                 "starved by the client's own pace: {by} allows no send before the deadline"
             ),
             Outcome::Cancelled => f.write_str("cancelled"),
-            Outcome::Stale => f.write_str("stale session"),
+            Outcome::Stale => f.write_str(
+                "stale session: the answer came after the session moved on, and was dropped",
+            ),
             Outcome::BatchDone { succeeded, failed } => {
                 write!(f, "batch done: {succeeded} succeeded, {failed} failed")
             }
