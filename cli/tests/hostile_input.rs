@@ -3,10 +3,13 @@
 //! one line per error), a zero budget, redirects that would carry
 //! credentials elsewhere, bodies of gigabytes, and an invalid Retry-After.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::polite_with_bytes;
 use polite_lab::hostile::{Hostile, Reply};
 use polite_lab::{JobState, Lab, LabConfig, RetryAfter, Step};
 
@@ -15,25 +18,6 @@ const SECRETS: [&str; 4] = ["hunter2pw", "SECRET456", "SECRET-TOKEN", "SECRET-KE
 
 fn polite_with(args: &[&str], stdin: &str) -> Output {
     polite_with_bytes(args, stdin.as_bytes().to_vec())
-}
-
-/// Runs the binary with `stdin` written from a thread of its own (a large
-/// input never blocks against the binary's output).
-fn polite_with_bytes(args: &[&str], stdin: Vec<u8>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut input = child.stdin.take().expect("stdin");
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = child.wait_with_output().expect("the binary ends");
-    writer.join().expect("the writer ends");
-    out
 }
 
 fn polite(args: &[&str]) -> Output {

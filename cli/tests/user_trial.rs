@@ -3,31 +3,18 @@
 //! batch kept exactly, `wait -v`'s planned waits by their source, and a
 //! `--rate` over the maximum as a usage error.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use base64::Engine as _;
 use polite_lab::{Lab, LabConfig};
 
-/// Runs the binary with `stdin` written from a thread of its own (errors
-/// ignored: the binary may stop reading first).
 fn polite_with(args: &[&str], stdin: Vec<u8>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut input = child.stdin.take().expect("stdin");
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = child.wait_with_output().expect("the binary ends");
-    writer.join().expect("the writer ends");
-    out
+    common::polite_with_bytes(args, stdin)
 }
 
 fn polite(args: &[&str]) -> Output {
