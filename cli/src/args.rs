@@ -86,7 +86,11 @@ pub(crate) struct Common {
     /// More detail on stderr (every attempt, not only retries).
     #[arg(short, long)]
     pub(crate) verbose: bool,
-    /// Attempt log format on stderr.
+    /// Attempt log format on stderr. json: one object per attempt with
+    /// request, item, attempt (1-based), elapsed_ms (since the command
+    /// started), status or transport_error, class, retry_after,
+    /// next_delay_ms, next_source and outcome (null when not known), and
+    /// one {"notice": ...} per notice.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
     /// A W3C traceparent (00-TRACEID-PARENTID-FLAGS) to join: every

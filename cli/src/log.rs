@@ -2,7 +2,9 @@
 //! per attempt record. Records hold no header values, URLs or bodies.
 
 use std::io::Write;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use polite_client::Observed;
 use polite_core::record::{AttemptRecord, DelaySource, RetryAfterNote};
@@ -128,7 +130,19 @@ fn traced(mut record: serde_json::Value) -> serde_json::Value {
     record
 }
 
-/// The JSON form of a record.
+/// When the command started, for the JSON records' `elapsed_ms`: the first
+/// call of [`started`] (made by `main` before anything is sent) fixes it.
+static STARTED: OnceLock<Instant> = OnceLock::new();
+
+/// The instant the command started (fixed at the first call).
+pub(crate) fn started() -> Instant {
+    *STARTED.get_or_init(Instant::now)
+}
+
+/// The JSON form of a record. `attempt` is 1-based, as the text log and
+/// the result lines count attempts (the record's own `SendId` counts from
+/// 0); `elapsed_ms` is when the record was written, in milliseconds since
+/// the command started (a monotonic clock: it never goes back).
 pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
     let (status, transport) = match r.reply {
         Reply::Status(s) => (Some(s), None),
@@ -144,7 +158,8 @@ pub(crate) fn json(r: &AttemptRecord) -> serde_json::Value {
     traced(serde_json::json!({
         "request": r.request.0,
         "item": r.id.item,
-        "attempt": r.id.attempt,
+        "attempt": u64::from(r.id.attempt) + 1,
+        "elapsed_ms": started().elapsed().as_millis() as u64,
         "status": status,
         "transport_error": transport,
         "class": r.class.map(|c| c.to_string()),
@@ -207,6 +222,28 @@ mod tests {
             next: None,
             outcome: None,
         }
+    }
+
+    /// The JSON log counts attempts as the text log does (the first is
+    /// attempt 1) and says when each record was written.
+    #[test]
+    fn a_json_record_counts_attempts_from_one_and_says_when() {
+        let first = started();
+        let second = AttemptRecord {
+            id: SendId {
+                item: 0,
+                attempt: 1,
+            },
+            ..record(RetryAfterNote::Absent)
+        };
+        let text_line = text(&second, true, Who::Call).unwrap_or_default();
+        assert!(text_line.contains("attempt 2"), "{text_line}");
+        let j = json(&second);
+        assert_eq!(j["attempt"], 2, "{j}");
+        assert_eq!(j["item"], 0, "{j}");
+        let elapsed = j["elapsed_ms"].as_u64().expect("elapsed_ms");
+        assert!(u128::from(elapsed) <= first.elapsed().as_millis(), "{j}");
+        assert_eq!(started(), first, "fixed at the first call");
     }
 
     /// An attempt dropped in flight by a cancel says so, not "no answer in

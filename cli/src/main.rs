@@ -22,6 +22,8 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use std::error::Error as _;
 
 fn main() -> ExitCode {
+    // The JSON log's `elapsed_ms` counts from here.
+    log::started();
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_error(&e),
