@@ -33,6 +33,9 @@ pub enum Client {
     /// polite-blocking `send` over `UreqTransport::new(agent)` (attempts
     /// on worker threads, as every attempt was before).
     BlockingWorkers,
+    /// ureq (as [`Client::Ureq`]) in a blocking `backon` retry: the retry
+    /// stack a ureq user writes instead of polite-blocking.
+    UreqBackon,
 }
 
 /// The variants, in the order of their rows: (name, its client, the bare
@@ -59,6 +62,28 @@ pub const VARIANTS: &[(&str, Client, Option<&str>)] = &[
         Client::BlockingWorkers,
         Some("ureq"),
     ),
+    (
+        "reqwest-backon",
+        Client::Async(Via::ReqwestBackon),
+        Some("reqwest"),
+    ),
+    (
+        "reqwest-retry",
+        Client::Async(Via::RetryMiddleware),
+        Some("reqwest"),
+    ),
+    ("tower-retry", Client::Async(Via::TowerRetry), Some("hyper")),
+    ("ureq-backon", Client::UreqBackon, Some("ureq")),
+];
+
+/// Each polite variant and the retry stack a user of its client adopts
+/// instead (the retry peers of [`crate::stacks`]), compared in rows of
+/// their own.
+pub const RETRY_PEERS: &[(&str, &str)] = &[
+    ("tokio-send", "reqwest-backon"),
+    ("middleware", "reqwest-retry"),
+    ("layer", "tower-retry"),
+    ("blocking-send", "ureq-backon"),
 ];
 
 /// Runs `n` sequential GETs of `variant` against a fresh lab; returns how
@@ -79,6 +104,10 @@ pub fn calls(variant: &str, n: usize) -> usize {
         Client::Ureq => {
             let agent = crate::ureq_agent();
             return blocking_calls(n, || ureq_get(&agent, &url));
+        }
+        Client::UreqBackon => {
+            let agent = crate::ureq_agent();
+            return blocking_calls(n, || crate::stacks::ureq_backon(&agent, &url));
         }
         Client::BlockingSend | Client::BlockingWorkers => {
             let transport = if matches!(client, Client::BlockingSend) {
@@ -215,6 +244,16 @@ pub fn run(size: Size) -> Vec<Table> {
             (Err(e), _) => (format!("failed: {e}"), "-".to_owned(), "-".to_owned()),
         };
         t.row(vec![(*variant).to_owned(), count, over, ratio]);
+    }
+    for (polite, peer) in RETRY_PEERS {
+        if let (Some(c), Some(p)) = (cost_of(polite), cost_of(peer)) {
+            t.row(vec![
+                format!("{polite} vs {peer} (retry peer)"),
+                "-".to_owned(),
+                format!("{:+}", c as i64 - p as i64),
+                format!("**{:.2}×**", c as f64 / p as f64),
+            ]);
+        }
     }
     t.notes.push(format!(
         "(I({}) - I({n})) / {n} per variant under `valgrind --tool=callgrind`; the lab's work per request is on both sides. `cargo run --release -p polite-bench -- instructions`.",

@@ -12,6 +12,12 @@
 //!   middleware, to split reqwest-middleware's own share), and hyper-util's
 //!   legacy client under `PoliteLayer` vs hyper-util.
 //!
+//! And each polite variant against the retry stack a user of its client
+//! would adopt instead (same run, same rounds): reqwest in a `backon`
+//! retry, reqwest-retry's `RetryTransientMiddleware`, tower's `retry` and
+//! `timeout` layers over hyper-util, ureq in a blocking `backon` retry
+//! ([`crate::stacks`]).
+//!
 //! Both sides of a pair set the same 5 s per-request timeout.
 
 use std::future::Future;
@@ -129,18 +135,26 @@ fn interleave_blocking(
     samples
 }
 
-/// Variants: 0 reqwest, 1 polite-tokio's transport alone, 2 polite-tokio `send`.
+/// Variants: 0 reqwest, 1 polite-tokio's transport alone, 2 polite-tokio
+/// `send`, 3 reqwest in a `backon` retry.
 fn tokio_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
     stack_samples(
         url,
-        &[Via::Reqwest, Via::TokioTransport, Via::TokioSend],
+        &[
+            Via::Reqwest,
+            Via::TokioTransport,
+            Via::TokioSend,
+            Via::ReqwestBackon,
+        ],
         (rounds, per_round, warm),
     )
 }
 
 /// Variants: 0 reqwest, 1 a reqwest-middleware stack with no middleware,
 /// 2 the same stack with `PoliteMiddleware`, 3 hyper-util's legacy client,
-/// 4 the same client under `PoliteLayer`. Every variant reads the body.
+/// 4 the same client under `PoliteLayer`, 5 the stack with reqwest-retry's
+/// middleware, 6 hyper-util under tower's `retry` and `timeout`. Every
+/// variant reads the body.
 fn integration_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
     stack_samples(
         url,
@@ -150,6 +164,8 @@ fn integration_samples(url: &str, rounds: usize, per_round: usize, warm: usize) 
             Via::Middleware,
             Via::Hyper,
             Via::Layer,
+            Via::RetryMiddleware,
+            Via::TowerRetry,
         ],
         (rounds, per_round, warm),
     )
@@ -179,7 +195,7 @@ fn stack_samples(
 /// the calling thread, BENCHMARKS §8.13), 3 `send` over
 /// `UreqTransport::new(agent)` (attempts on worker threads), 4 ureq with
 /// ureq's own default agent (whose resolver spawns a thread per request
-/// under a global timeout).
+/// under a global timeout), 5 ureq (as 0) in a blocking `backon` retry.
 fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> Samples {
     let agent = crate::ureq_agent();
     let plain = ureq::Agent::new_with_defaults();
@@ -206,7 +222,8 @@ fn blocking_samples(url: &str, rounds: usize, per_round: usize, warm: usize) -> 
             Err(_) => false,
         }
     };
-    interleave_blocking(5, rounds, per_round, warm, |variant| match variant {
+    interleave_blocking(6, rounds, per_round, warm, |variant| match variant {
+        5 => crate::stacks::ureq_backon(&agent, url),
         4 => bare(&plain),
         3 => workers.send(get(url)).is_ok_and(|r| r.status() == 200),
         2 => inline.send(get(url)).is_ok_and(|r| r.status() == 200),
@@ -264,8 +281,20 @@ pub fn run(size: Size) -> Vec<Table> {
     let tokio = tokio_samples(&url, rounds, per_round, warm);
     t.row(tokio.row("polite-tokio `send` vs reqwest", 2));
     t.row(tokio.row("(polite-tokio's `ReqwestTransport` alone vs reqwest)", 1));
+    t.row(tokio.row_against(
+        "polite-tokio `send` vs reqwest in a `backon` retry (retry peer)",
+        2,
+        3,
+    ));
+    t.row(tokio.row("(reqwest in a `backon` retry vs reqwest)", 3));
     let blocking = blocking_samples(&url, rounds, per_round, warm);
     t.row(blocking.row("polite-blocking `send` vs ureq", 2));
+    t.row(blocking.row_against(
+        "polite-blocking `send` vs ureq in a blocking `backon` retry (retry peer)",
+        2,
+        5,
+    ));
+    t.row(blocking.row("(ureq in a blocking `backon` retry vs ureq)", 5));
     t.row(blocking.row(
         "(polite-blocking `send`, attempts on workers: `UreqTransport::new(agent)`, vs ureq)",
         3,
@@ -291,12 +320,32 @@ pub fn run(size: Size) -> Vec<Table> {
         "(a reqwest-middleware stack with no middleware vs reqwest)",
         1,
     ));
+    t.row(integrations.row_against(
+        "reqwest-middleware stack with `PoliteMiddleware` vs with reqwest-retry's `RetryTransientMiddleware` (retry peer)",
+        2,
+        5,
+    ));
+    t.row(integrations.row(
+        "(a reqwest-middleware stack with `RetryTransientMiddleware` vs reqwest)",
+        5,
+    ));
     t.row(integrations.row_against("hyper-util client under `PoliteLayer` vs hyper-util", 4, 3));
+    t.row(integrations.row_against(
+        "hyper-util client under `PoliteLayer` vs under tower's `retry` + `timeout` (retry peer)",
+        4,
+        6,
+    ));
+    t.row(integrations.row_against(
+        "(hyper-util under tower's `retry` + `timeout` vs hyper-util)",
+        6,
+        3,
+    ));
     t.note(format!(
         "{rounds} rounds × {per_round} GETs per variant, interleaved (the order rotating per \
          round), after {warm} warm-up GETs each; one lab on its own thread; target ratio ≤ 1.05. \
          Rows in parentheses split polite's share: the adapter's transport called directly \
-         (no machine, no drive loop)."
+         (no machine, no drive loop). Retry peers: the retry stack a user of the same client \
+         adopts instead of polite, retrying 429, 5xx and errors up to 3 times."
     ));
     vec![t]
 }
