@@ -26,6 +26,16 @@ use crate::error::TransportError;
 /// own error as its `source()` ([`TransportError::with_source`]); a
 /// [`TransportErrorKind`] converts into a `TransportError` with `into()`.
 ///
+/// A transport of your own that sends through a stack which itself holds a
+/// polite layer or middleware (a tower service under `PoliteLayer`, a
+/// reqwest-middleware client with `PoliteMiddleware`) must put
+/// [`PoliteAttempt`](crate::PoliteAttempt) in the extensions of each
+/// request it sends: that layer then passes the attempt through instead
+/// of retrying it with budgets of its own (SPEC §2: a layer inside another
+/// does not multiply its budgets). polite's own transports do not (their
+/// clients have no polite layer inside), and nothing marks a request for
+/// you: marking costs an allocation per attempt.
+///
 /// ```
 /// use bytes::Bytes;
 /// use polite_client::{Transport, TransportError};
