@@ -34,7 +34,9 @@ pub struct FleetOptions {
     /// Redis has not answered for this long is answered locally. Default 200 ms.
     pub timeout: Duration,
     /// How long a leased permit may wait for its send; the fleet holds each
-    /// grant this much longer than the window. Default 100 ms.
+    /// grant this much longer than the window. Also how much later than
+    /// the first slot that frees a window's refusal may name, so that the
+    /// permits wanted then come in one round trip. Default 100 ms.
     pub lease: Duration,
     /// The most permits one round trip leases. Default 8.
     pub max_lease: u32,

@@ -57,10 +57,19 @@
 //! **Cost**: a round trip leases up to [`FleetOptions::max_lease`] permits
 //! (as many as were used since the last one), and answers, returns and
 //! budget changes ride along, so a busy process makes at most one round
-//! trip per send, usually fewer. A permit is held in the log for the
-//! window plus its lease plus a margin, because it may be used up to a
-//! lease after its grant: that keeps *every* window of real sends within the
-//! limit, at the cost of `lease / window` of the quota (10 % of a 1 s
+//! trip per send, usually fewer. So does one the window refuses: a
+//! refusal names the instant by which the permits the process wants are
+//! free — at least as many as it used in the last hold, its demand per
+//! window — up to a lease after the first slot frees (a burst's slots free
+//! a few ms apart: asked for one by one, each was refused as often as
+//! granted); the sends refused meanwhile wait for that instant without a
+//! round trip, and the first ask then leases them all. A window then
+//! costs about three round trips: that lease, one for a slot it did not
+//! cover, and its answers shared alone while every send waits (they go
+//! within [`FleetOptions::flush_every`], as always). A permit is held in
+//! the log for the window plus its lease plus a margin, because it may be
+//! used up to a lease after its grant: that keeps *every* window of real
+//! sends within the limit, at the cost of `lease / window` of the quota (10 % of a 1 s
 //! window by default). Unused permits are given back (dropped handles,
 //! expired leases) or age out.
 //!

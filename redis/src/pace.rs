@@ -47,6 +47,10 @@ impl FleetPace for RedisPace {
             if now >= until {
                 k.not_before = None;
             } else if k.stock.is_empty() || matches!(by, PaceLimit::CoolDown) {
+                // A send that waits for the instant (a machine asks again
+                // then, or after an answer: at most `max_lease` counted):
+                // the step at the instant asks for it too.
+                k.waiting = (k.waiting + 1).min(tuning.max_lease);
                 return FleetGrant::Refused { until, by };
             }
             // A window's (or the adaptive rate's) refusal is about the

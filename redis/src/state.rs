@@ -102,6 +102,12 @@ pub(crate) struct KeyState {
     pub(crate) stock: VecDeque<(u64, Instant)>,
     /// Permits asked for since the last step.
     pub(crate) wanted: u32,
+    /// Permits to ask for at the instant a window's refusal named
+    /// ([`not_before`](Self::not_before)): the process's demand of the
+    /// window before (its sends of the last hold, less the permits the
+    /// refused step did grant), and the asks refused meanwhile (a batch
+    /// asks again only then). The first ask then leases them all.
+    pub(crate) waiting: u32,
     /// Since when an ask is waiting for the worker.
     pub(crate) asked_since: Option<Instant>,
     /// Permits granted here since the last step (sizes the next lease).
@@ -239,11 +245,19 @@ impl KeyState {
 
     /// The step that shares this key's changes and asks for its permits.
     pub(crate) fn step(&self, clock: Option<ServerClock>, tuning: &Tuning) -> Step {
-        let recovering = self.recovering_until.is_some_and(|t| Instant::now() < t);
-        let want = if self.handles == 0 || recovering {
+        let now = Instant::now();
+        let recovering = self.recovering_until.is_some_and(|t| now < t);
+        // Redis named an instant before which it grants nothing: a step
+        // before it only shares (asked then, it would be refused again,
+        // and the asks waiting for the instant would be spent on it),
+        // unless it brings a new quota, which may grant sooner.
+        let held_back =
+            self.not_before.is_some_and(|(t, _)| now < t) && self.learnt == self.learnt_pushed;
+        let want = if self.handles == 0 || recovering || held_back {
             0
         } else {
             self.wanted
+                .max(self.waiting)
                 .max(self.used)
                 .max(self.last_lease)
                 .min(tuning.max_lease)
@@ -253,6 +267,8 @@ impl KeyState {
             limit: self.limit,
             window: self.window,
             hold_extra: tuning.lease + tuning.margin,
+            gather: tuning.lease,
+            demand: self.demand(now, tuning).max(want),
             cool_until_us: match (self.cool_push, clock) {
                 (Some(t), Some(c)) => c.server(t),
                 _ => 0,
@@ -275,6 +291,22 @@ impl KeyState {
             seed_local: self.seeds(clock, true),
             seed_granted: self.seeds(clock, false),
         }
+    }
+
+    /// The fleet's grants this process used in the last hold of the window
+    /// in force (at most `max_lease`): what it will likely want again
+    /// once a window refuses.
+    fn demand(&self, now: Instant, tuning: &Tuning) -> u32 {
+        let Some((_, window, _)) = self.window_in_force() else {
+            return 0;
+        };
+        let hold = window + tuning.lease + tuning.margin;
+        let n = self
+            .mine
+            .iter()
+            .filter(|(t, local)| !*local && *t + hold > now)
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX).min(tuning.max_lease)
     }
 
     /// The sends of [`mine`](Self::mine) to seed the log with (`local`

@@ -29,7 +29,13 @@ local throttled_sent = tonumber(ARGV[15])
 local epoch_seen = tonumber(ARGV[16])
 local n_local = tonumber(ARGV[17])
 local n_granted = tonumber(ARGV[18])
-local seeds_at = 19
+-- How much later than the first slot that frees a refusal may name, so
+-- that the permits wanted are all free at the instant it names.
+local gather = tonumber(ARGV[19])
+-- How many permits the process expects to want (its sends of the last
+-- hold): a refusal names the instant by which that many are free.
+local demand = tonumber(ARGV[20])
+local seeds_at = 21
 local returns_at = seeds_at + n_local + n_granted
 
 local s = redis.call('HMGET', st, 'cool', 'ql', 'qw', 'ar', 'wmax', 'lt', 'mr', 'mc', 'mb', 'tat', 'bt', 'born')
@@ -126,9 +132,25 @@ else
     local free = limit - count
     if free < granted then granted = math.max(free, 0) end
     if granted < want then
-      -- The slot that frees first after this grant.
-      local first = redis.call('ZRANGE', log, count + granted - limit, count + granted - limit, 'WITHSCORES')
-      if first[2] then next_at = tonumber(first[2]) + hold else next_at = now + hold end
+      -- The slot that frees first after this grant, or, up to `gather`
+      -- later, the last of the slots the permits wanted (or expected)
+      -- wait for: the process asks then, once, for all of them (else each
+      -- slot of a burst freeing a few ms after the other costs a round
+      -- trip, refused as often as granted).
+      local from = count + granted - limit
+      local to = math.min(count + math.max(want, demand) - limit - 1, count - 1)
+      local slots = redis.call('ZRANGE', log, from, to, 'WITHSCORES')
+      if slots[2] then
+        local first = tonumber(slots[2])
+        next_at = first + hold
+        for i = 4, #slots, 2 do
+          local at = tonumber(slots[i])
+          if at > first + gather then break end
+          next_at = at + hold
+        end
+      else
+        next_at = now + hold
+      end
     end
   end
   if adaptive and ar > 0 and granted > 0 then

@@ -35,6 +35,16 @@ pub struct Step {
     /// How much longer than the window each grant is held: the lease time
     /// (a permit may be used that much after its grant) plus a margin.
     pub hold_extra: Duration,
+    /// How much later than the first slot that frees a refusal may name
+    /// ([`StepReply::next_us`]), so that all the permits wanted (or
+    /// [`demand`](Self::demand)ed) are free then and come in one round
+    /// trip (0: the first slot's instant).
+    pub gather: Duration,
+    /// How many permits the process expects to want once the window
+    /// refuses (its sends of the last hold): a refusal names the instant
+    /// by which that many are free (up to [`gather`](Self::gather) after
+    /// the first slot). At most `want` counts when smaller.
+    pub demand: u32,
     /// A cool-down to share: no grant before this server instant (0: none).
     pub cool_until_us: u64,
     /// A quota learnt from the server (`RateLimit-Policy`): limit and window (0: none).
@@ -78,7 +88,9 @@ pub struct StepReply {
     /// The permits granted (ids in the send log).
     pub granted: Vec<u64>,
     /// When fewer were granted than wanted: the server instant (µs) before
-    /// which no further grant can come (0 when all were granted).
+    /// which no further grant can come, or, up to [`Step::gather`] after
+    /// it, the one by which the permits wanted are all free (0 when all
+    /// were granted).
     pub next_us: u64,
     /// Which limit refused.
     pub refused_by: PaceLimit,
@@ -126,7 +138,9 @@ impl Step {
             .arg(self.throttled_sent_us)
             .arg(self.epoch)
             .arg(self.seed_local.len())
-            .arg(self.seed_granted.len());
+            .arg(self.seed_granted.len())
+            .arg(micros(self.gather))
+            .arg(self.demand);
         for at in self.seed_local.iter().chain(&self.seed_granted) {
             inv.arg(*at);
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use polite_core::Notice;
+use polite_core::pace::PaceLimit;
 
 use crate::backend::{Backend, Conn};
 use crate::state::{ServerClock, Shared, State, Tuning};
@@ -98,6 +99,7 @@ fn collect(st: &mut State, now: Instant, tuning: &Tuning, stopping: bool) -> Vec
         if stopping {
             k.returned.extend(k.stock.drain(..).map(|(id, _)| id));
             k.wanted = 0;
+            k.waiting = 0;
             k.used = 0;
         }
         // Expired permits go back with this step.
@@ -192,6 +194,11 @@ fn apply(
     k.in_flight = false;
     k.asked_since = None;
     k.wanted = 0;
+    if sent.want > 0 {
+        // Those asks were in this one (a step before their instant asks
+        // for nothing).
+        k.waiting = 0;
+    }
     k.used = 0;
     // What was shared is shared; what came meanwhile waits for the next step.
     k.returned
@@ -267,9 +274,18 @@ fn apply(
         k.last_lease = u32::try_from(reply.granted.len()).unwrap_or(u32::MAX);
     }
     if !recovering && (reply.granted.len() as u64) < u64::from(sent.want) && reply.next_us > 0 {
-        let at = clock.local(reply.next_us);
+        // The server read its clock somewhere in the round trip: the
+        // latest local instant the refusal's may be (`mid` + half a trip),
+        // so that the ask then is not a few µs early, and refused again.
+        let at = clock.local(reply.next_us) + half_trip;
         if at > now {
             k.not_before = Some((at, reply.refused_by));
+            if matches!(reply.refused_by, PaceLimit::Window { .. }) {
+                // The named instant is when the demand is free: ask for it
+                // all then.
+                let got = u32::try_from(reply.granted.len()).unwrap_or(u32::MAX);
+                k.waiting = k.waiting.max(sent.demand.saturating_sub(got));
+            }
         }
     }
 }

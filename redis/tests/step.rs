@@ -194,6 +194,63 @@ fn returned_permits_free_their_slots_and_leases_hold_longer() {
 }
 
 #[test]
+fn a_refusal_names_the_instant_the_wanted_permits_are_free_within_gather() {
+    let Some((_server, client)) = redis() else {
+        return;
+    };
+    let mut conn = client.get_connection().unwrap();
+    let key = "test:{gather}";
+    let base = Step {
+        want: 1,
+        limit: 3,
+        window: Duration::from_secs(10),
+        hold_extra: Duration::from_secs(1),
+        ttl: Duration::from_secs(60),
+        ..Step::default()
+    };
+    // Three grants a little apart, as a burst's: their slots free apart too.
+    let mut at = Vec::new();
+    for _ in 0..3 {
+        let r = base.invoke(&mut conn, key).unwrap();
+        assert_eq!(r.granted.len(), 1);
+        at.push(r.server_us);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let hold = 11_000_000;
+    let refused = |step: Step, conn: &mut redis::Connection| {
+        let r = step.invoke(conn, key).unwrap();
+        assert!(r.granted.is_empty(), "{r:?}");
+        r.next_us
+    };
+    // One wanted, or no gathering: the first slot, as before.
+    assert_eq!(refused(base.clone(), &mut conn), at[0] + hold);
+    let three = Step {
+        want: 3,
+        ..base.clone()
+    };
+    assert_eq!(refused(three.clone(), &mut conn), at[0] + hold);
+    // Three wanted, gathered: the instant all three are free...
+    let gathered = Step {
+        gather: Duration::from_secs(1),
+        ..three.clone()
+    };
+    assert_eq!(refused(gathered.clone(), &mut conn), at[2] + hold);
+    // ... but never more than `gather` after the first slot.
+    let short = Step {
+        gather: Duration::from_micros(at[1] - at[0]),
+        ..three
+    };
+    assert_eq!(refused(short, &mut conn), at[1] + hold);
+    // The process's demand counts as wanted for the instant named.
+    let demand = Step {
+        want: 1,
+        demand: 3,
+        ..gathered
+    };
+    assert_eq!(refused(demand, &mut conn), at[2] + hold);
+}
+
+#[test]
 fn cool_downs_learnt_quotas_adaptive_rate_and_budget_are_shared() {
     let Some((server, client)) = redis() else {
         return;
