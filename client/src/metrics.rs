@@ -17,8 +17,10 @@
 //! Labels are bounded: `call` is `send`, `wait` or `batch`; `origin` is
 //! the call's pace key ([`PaceKey`](crate::PaceKey): scheme, host and port
 //! by default; never a path, a query or a credential — with
-//! [`PaceBy::Header`](crate::PaceBy::Header) it carries a keyed hash of
-//! the header, one value per key); `class`, `outcome` and `cause` take
+//! [`PaceBy::Header`](crate::PaceBy::Header) it carries a hash of the
+//! header's value, one value per key, as does a key made with
+//! [`PaceKey::hashed`](crate::PaceKey::hashed); a key made with
+//! [`PaceKey::new`](crate::PaceKey::new) is shown as given); `class`, `outcome` and `cause` take
 //! the values above. A batch paces each item by its own key (SPEC §4.2), and
 //! labels each item's attempts, retries, waits and outcome with that key;
 //! its call-wide `polite_call_duration_seconds` and

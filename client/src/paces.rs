@@ -3,8 +3,6 @@
 //! idle keys dropped so memory stays bounded with many hosts.
 
 use std::collections::HashMap;
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -33,8 +31,10 @@ pub enum PaceBy {
     #[default]
     Origin,
     /// One pace per value of this request header (an API key, a tenant id)
-    /// and origin. The value is kept only as a keyed hash, never as is;
-    /// a request without the header shares its origin's pace.
+    /// and origin. The value is kept only as a hash ([`PaceKey::hashed`]'s,
+    /// after the origin), never as is: the same in every process, so that
+    /// processes sharing a fleet pace (SPEC §4.3) share the key. A request
+    /// without the header shares its origin's pace.
     Header(&'static str),
     /// One pace for every call of the client, whatever the host.
     Client,
@@ -54,10 +54,31 @@ pub struct PaceKey(Arc<str>);
 
 impl PaceKey {
     /// A key of your own (a tenant, an account): calls with equal keys
-    /// share one pace.
+    /// share one pace. The text is shown as it is, in metrics labels
+    /// (`origin`) and in a fleet's Redis key names: never a credential —
+    /// for an API token, use [`hashed`](Self::hashed).
     #[must_use]
     pub fn new(key: impl Into<Arc<str>>) -> PaceKey {
         PaceKey(key.into())
+    }
+
+    /// A key for a secret (an API token, a credential): calls with equal
+    /// secrets share one pace, and the key's text is `#` and 32 hex digits
+    /// (the first 128 bits of a SHA-256 of the secret), never the secret.
+    /// The same in every process and version, so a fleet on Redis shares
+    /// it.
+    ///
+    /// ```
+    /// use polite_client::PaceKey;
+    /// let key = PaceKey::hashed("sk_live_4eC39HqLyjWDarjtT1zdp7dc");
+    /// assert_eq!(key, PaceKey::hashed("sk_live_4eC39HqLyjWDarjtT1zdp7dc"));
+    /// assert_ne!(key, PaceKey::hashed("sk_live_another"));
+    /// assert!(!key.as_str().contains("sk_live"));
+    /// assert_eq!(key.as_str().len(), 33);
+    /// ```
+    #[must_use]
+    pub fn hashed(secret: impl AsRef<[u8]>) -> PaceKey {
+        PaceKey(format!("#{}", digest_hex(secret.as_ref())).into())
     }
 
     /// The origin of `uri`: scheme, host and port (the scheme's default
@@ -114,6 +135,24 @@ const SWEEP_AT: usize = 64;
 /// The most keys kept: past it, the least recently used unused keys go.
 const MAX_KEYS: usize = 1024;
 
+/// The first 128 bits of the SHA-256 of `value` (after a tag naming this
+/// use), in lower-case hex: a pace key's text for a secret. Stable across
+/// processes, platforms and versions (a fleet's processes must agree on
+/// it), and one-way (the text goes to metrics labels and Redis key names).
+fn digest_hex(value: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let digest = Sha256::new()
+        .chain_update(b"polite pace key\0")
+        .chain_update(value)
+        .finalize();
+    let mut hex = String::with_capacity(32);
+    for byte in &digest[..16] {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
 /// One [`ClientPace`] per [`PaceKey`], made on first use from the client's
 /// configuration; the entries no call holds and that have been idle for
 /// ten minutes (and are not cooling down) are dropped when new keys
@@ -126,7 +165,6 @@ pub struct Paces {
     learn_quota: Option<u32>,
     adaptive: bool,
     fleet: Option<SharedFleet>,
-    hasher: RandomState,
     map: Mutex<HashMap<PaceKey, Entry>>,
     /// The origin key made last, handed out again while calls go to the
     /// same origin (the common case): a call then costs no formatting and
@@ -248,7 +286,6 @@ impl Paces {
             learn_quota: config.learn_quota,
             adaptive: config.adaptive,
             fleet: config.fleet.clone(),
-            hasher: RandomState::new(),
             map: Mutex::new(HashMap::new()),
             last_origin: Mutex::new(None),
         };
@@ -280,8 +317,7 @@ impl Paces {
                 let origin = self.origin_key(request.uri());
                 match request.headers().get(name) {
                     Some(value) => {
-                        let hash = self.hasher.hash_one(value.as_bytes());
-                        PaceKey(format!("{}#{hash:016x}", origin.0).into())
+                        PaceKey(format!("{}#{}", origin.0, digest_hex(value.as_bytes())).into())
                     }
                     None => origin,
                 }
@@ -601,6 +637,39 @@ mod tests {
         assert_eq!(
             paces.key_of(&req("https://api.example.com/x")),
             PaceKey::origin(r.uri())
+        );
+    }
+
+    /// Two clients (two processes of a fleet) key the same header value
+    /// alike, and different values apart: the key is a hash of the value
+    /// alone, fixed by this test (a per-process hash gave each process a
+    /// Redis key of its own, so the fleet shared nothing).
+    #[test]
+    fn a_header_keyed_pace_is_the_same_in_every_client() {
+        let config = Config {
+            pace_by: PaceBy::Header("authorization"),
+            ..Config::default()
+        };
+        let (a, b) = (Paces::new(&config).unwrap(), Paces::new(&config).unwrap());
+        let with = |value: &'static str| {
+            let mut r = req("https://api.example.com/x");
+            r.headers_mut()
+                .insert("authorization", http::HeaderValue::from_static(value));
+            r
+        };
+        assert_eq!(a.key_of(&with("Bearer T1")), b.key_of(&with("Bearer T1")));
+        assert_ne!(a.key_of(&with("Bearer T1")), b.key_of(&with("Bearer T2")));
+        // The first 16 bytes of the SHA-256 of "polite pace key\0" and the
+        // value, as Python's hashlib computes them: fixed, so that
+        // processes of different builds agree.
+        assert_eq!(
+            a.key_of(&with("Bearer T1")).as_str(),
+            "https://api.example.com:443#1d50769a10d31a937e60a707aef935c1"
+        );
+        assert_eq!(digest_hex(b""), "96d9800a9d78e59368f410b2a5667854");
+        assert_eq!(
+            PaceKey::hashed("Bearer T1").as_str(),
+            "#1d50769a10d31a937e60a707aef935c1"
         );
     }
 

@@ -140,6 +140,70 @@ fn two_clients_share_a_configured_quota_and_get_no_429() {
     assert!(took < Duration::from_secs(6), "{took:?}");
 }
 
+/// Two processes pacing by an API key header (`PaceBy::Header`) with the
+/// same key share its quota through Redis: both key the pace alike (a
+/// per-process hash of the value gave each process Redis keys of its own,
+/// so the fleet shared nothing and the pair overran the quota), and the
+/// key names on Redis carry a hash of the value, never the value.
+#[test]
+fn two_clients_pacing_by_the_same_api_key_share_its_quota() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let lab =
+        Lab::start(LabConfig::default().quota(Quota::sliding(20, Duration::from_millis(500))))
+            .unwrap();
+    let config = Config {
+        throttle: Some(Throttle::new(20, Duration::from_millis(500))),
+        pace_by: polite_client::PaceBy::Header("authorization"),
+        ..base()
+    };
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let (a, b) = (fleet(&redis.url(), 2), fleet(&redis.url(), 2));
+    let secret = "Bearer sk_live_SECRET_7f3a";
+    let started = Instant::now();
+    let threads: Vec<_> = [a, b]
+        .into_iter()
+        .enumerate()
+        .map(|(c, f)| {
+            let client = client(config.clone(), Some(SharedFleet::new(f)), &notices);
+            let urls: Vec<_> = (0..30)
+                .map(|i| {
+                    let mut r = get(lab.url(&format!("/items/c{c}-{i}")));
+                    r.headers_mut()
+                        .insert("authorization", http::HeaderValue::from_static(secret));
+                    r
+                })
+                .collect();
+            std::thread::spawn(move || {
+                let r = client.batch(urls).unwrap();
+                r.iter().filter(|r| r.is_ok()).count()
+            })
+        })
+        .collect();
+    let ok: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let took = started.elapsed();
+    let count_429 = lab.log().count_429();
+    eprintln!("2 clients x 30 items by one API key, quota 20/500ms: {count_429} x 429 in {took:?}");
+    assert_eq!(ok, 60);
+    each_once(&lab, 2, 30);
+    assert_eq!(count_429, 0);
+    assert!(notices.lock().unwrap().is_empty(), "{notices:?}");
+    // One pace key on Redis, named by the origin and the value's hash.
+    let origin = lab.url("/");
+    let hash = polite_client::PaceKey::hashed(secret);
+    let key = format!(
+        "test:{{{}{}}}:st",
+        origin.trim_end_matches('/'),
+        hash.as_str()
+    );
+    assert_eq!(redis.command_text(&["EXISTS", &key]), ":1", "{key}");
+    // Its two keys (state and send log), and no other process's.
+    assert_eq!(redis.command_text(&["DBSIZE"]), ":2");
+    assert_eq!(redis.command_text(&["KEYS", "*SECRET*"]), "*0");
+}
+
 #[test]
 fn two_clients_share_a_learnt_quota() {
     let Some(binary) = Redis::find_or_skip() else {
