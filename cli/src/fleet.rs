@@ -56,7 +56,17 @@ fn redis_url(s: &str) -> Result<String, String> {
     }
     RedisFleet::check_url(s)
         .map(|()| s.to_owned())
-        .map_err(|e| format!("{e}: expected {SCHEMES}"))
+        .map_err(|e| format!("{}: expected {SCHEMES}", with_cause(&e)))
+}
+
+/// `e` and what caused it (redis-rs says which part of a URL it could not
+/// take: "Invalid database number", "Missing hostname"; none of its URL
+/// messages quotes the URL, so no password is echoed).
+fn with_cause(e: &dyn std::error::Error) -> String {
+    match e.source() {
+        Some(cause) => format!("{e} ({cause})"),
+        None => e.to_string(),
+    }
 }
 
 #[cfg(feature = "redis-tls")]
@@ -70,10 +80,10 @@ fn fleet(args: &FleetArgs, url: &str, options: FleetOptions) -> Result<RedisFlee
     if let Some(path) = &args.redis_ca_cert {
         let pem =
             std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        return RedisFleet::with_tls_root(url, options, &pem).map_err(|e| e.to_string());
+        return RedisFleet::with_tls_root(url, options, &pem).map_err(|e| with_cause(&e));
     }
     let _ = args;
-    RedisFleet::new(url, options).map_err(|e| e.to_string())
+    RedisFleet::new(url, options).map_err(|e| with_cause(&e))
 }
 
 /// Puts the fleet `args` ask for into `config` (nothing without `--redis`).

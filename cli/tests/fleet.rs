@@ -320,6 +320,47 @@ fn get_through(redis_url: &str, lab: &LabHandle, extra: &[&str]) -> (Option<i32>
     )
 }
 
+/// A Redis URL polite cannot take says which part is wrong (user trial
+/// 3: "invalid Redis URL" alone), and never echoes its password.
+#[test]
+fn a_bad_redis_url_says_what_is_wrong_and_hides_its_password() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    for (url, cause) in [
+        (
+            "redis://:pw-SECRET@127.0.0.1:6379/abc",
+            "Invalid database number",
+        ),
+        ("redis://", "Missing hostname"),
+    ] {
+        let (code, err) = get_through(url, &lab, &[]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(cause), "{err}");
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+    assert_eq!(lab.log().len(), 0);
+}
+
+/// A Redis that refuses the process (a wrong password) is told as such,
+/// not as an outage; the command still completes on its local pace.
+#[test]
+fn a_wrong_redis_password_is_told_as_a_refusal() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    assert_eq!(
+        redis.command(&["CONFIG", "SET", "requirepass", "right-pass"]),
+        "+OK"
+    );
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let url = format!("redis://:wrong-SECRET@127.0.0.1:{}/", redis.port());
+    let (code, err) = get_through(&url, &lab, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("refuses this process"), "{err}");
+    assert!(!err.contains("SECRET"), "{err}");
+    assert_eq!(lab.log().len(), 1);
+}
+
 #[cfg(not(feature = "redis-tls"))]
 #[test]
 fn a_rediss_url_needs_the_redis_tls_feature() {

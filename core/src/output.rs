@@ -75,6 +75,11 @@ pub enum Notice {
     FleetUnavailable,
     /// The fleet's shared pace answers again: the quota is shared again.
     FleetRestored,
+    /// The fleet's shared pace answers, but refuses this process (on
+    /// Redis: a wrong password or user, no permission, a database number
+    /// the server does not have): a setting to fix, not an outage. This
+    /// process paces alone, at its share of the quota, meanwhile.
+    FleetRefused,
 }
 
 impl std::fmt::Display for Notice {
@@ -87,6 +92,9 @@ impl std::fmt::Display for Notice {
                 "the fleet's shared pace does not answer; pacing locally at this process's share of the quota"
             }
             Notice::FleetRestored => "the fleet's shared pace answers again; sharing the quota",
+            Notice::FleetRefused => {
+                "the fleet's shared pace refuses this process (authentication, permission or database: check its URL and credentials); pacing locally at this process's share of the quota"
+            }
         })
     }
 }

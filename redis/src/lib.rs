@@ -103,6 +103,11 @@
 //! [`Notice::FleetUnavailable`](polite_core::Notice::FleetUnavailable)
 //! once; the worker tries again every [`FleetOptions::retry_every`] and,
 //! when Redis answers, [`Notice::FleetRestored`](polite_core::Notice::FleetRestored).
+//! A Redis that answers but refuses the process (a wrong password or user,
+//! no permission, a database number it does not have) is a setting to
+//! fix, not an outage: the notice is then
+//! [`Notice::FleetRefused`](polite_core::Notice::FleetRefused), and the
+//! process paces locally the same way meanwhile.
 //! A restarted Redis (scripts and data gone) gets the script again.
 //! Redis only ever decides *when* a send may go: nothing is sent twice or
 //! lost because of it.

@@ -354,6 +354,10 @@ pub(crate) struct State {
     pub(crate) up: bool,
     /// When the last round trip failed.
     pub(crate) down_since: Option<Instant>,
+    /// Whether the observer has heard [`Notice::FleetRefused`] since Redis
+    /// last answered (a refusal is told even when a stall said
+    /// `FleetUnavailable` first).
+    pub(crate) refusal_told: bool,
     /// Notices not yet taken, oldest first (they alternate: unavailable,
     /// restored, ...; at most a few flaps are kept, see [`State::tell`]).
     pub(crate) notices: VecDeque<Notice>,
@@ -391,6 +395,7 @@ impl Shared {
                 keys: HashMap::new(),
                 up: true,
                 down_since: None,
+                refusal_told: false,
                 notices: VecDeque::new(),
                 stop: false,
                 clock: None,

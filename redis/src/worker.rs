@@ -148,6 +148,21 @@ fn round_trip(
     Ok((reply, clock))
 }
 
+/// Whether Redis answered `e` and refused this process, rather than not
+/// answering: a failed authentication (`WRONGPASS`, `NOAUTH`, redis-rs's
+/// own check of `AUTH`), no permission (`NOPERM`), a database number the
+/// server does not have (`SELECT` at connect). Retrying does not mend
+/// these; the fleet still retries every `retry_every`, as for an outage.
+fn refuses(e: &redis::RedisError) -> bool {
+    if e.is_io_error() || e.is_timeout() || e.is_connection_refusal() {
+        return false;
+    }
+    matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || e.detail().is_some_and(|d| d.contains("DB index"))
+        || e.to_string().contains("DB index")
+}
+
 /// Writes an answer (or a failure) into the state.
 fn apply(
     st: &mut State,
@@ -160,7 +175,15 @@ fn apply(
         Ok(a) => a,
         Err(e) => {
             st.stats.failures += 1;
-            if st.up {
+            let refused = refuses(&e);
+            if refused && !st.refusal_told {
+                // A setting to fix: said as such, even after a stall has
+                // said the fleet does not answer.
+                tracing::warn!(target: "polite", error = %e, "fleet: Redis refuses this process; pacing locally");
+                st.up = false;
+                st.refusal_told = true;
+                st.tell(Notice::FleetRefused);
+            } else if st.up {
                 tracing::warn!(target: "polite", error = %e, "fleet: Redis does not answer; pacing locally");
                 st.up = false;
                 st.tell(Notice::FleetUnavailable);
@@ -182,6 +205,7 @@ fn apply(
     st.stats.granted += reply.granted.len() as u64;
     st.clock = Some(clock);
     st.down_since = None;
+    st.refusal_told = false;
     if !st.up {
         tracing::info!(target: "polite", "fleet: Redis answers again");
         st.up = true;

@@ -285,6 +285,58 @@ fn batch_through(
     Some(n)
 }
 
+/// The notices of a batch of 10 items paced through a fleet on `url`
+/// (a Redis that refuses this process): every item succeeds once, on the
+/// local pace.
+fn notices_through_a_refusing_fleet(url: &str) -> Vec<Notice> {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let fleet = RedisFleet::new(url, FleetOptions::default()).unwrap();
+    let config = Config {
+        throttle: Some(Throttle::new(100, Duration::from_secs(1))),
+        ..base()
+    };
+    let c = client(config, Some(SharedFleet::new(fleet)), &notices);
+    let (ok, _) = run(&lab, vec![c], 10);
+    assert_eq!(ok, 10);
+    each_once(&lab, 1, 10);
+    notices.lock().unwrap().clone()
+}
+
+/// A wrong Redis password is a setting to fix, and the notice says so
+/// (user trial 3: it said "does not answer", as for an outage); the
+/// password is in no notice.
+#[test]
+fn a_wrong_redis_password_is_told_as_a_refusal() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let url = format!("redis://:wrong-pass-9d2@127.0.0.1:{}/", redis.port());
+    assert_eq!(
+        redis.command(&["CONFIG", "SET", "requirepass", "right-pass"]),
+        "+OK"
+    );
+    let notices = notices_through_a_refusing_fleet(&url);
+    assert_eq!(notices.first(), Some(&Notice::FleetRefused), "{notices:?}");
+    assert!(!notices.contains(&Notice::FleetRestored), "{notices:?}");
+    for n in &notices {
+        assert!(!n.to_string().contains("wrong-pass"), "{n}");
+    }
+}
+
+/// So is a database number the server does not have.
+#[test]
+fn a_database_redis_does_not_have_is_told_as_a_refusal() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let url = format!("redis://127.0.0.1:{}/99", redis.port());
+    let notices = notices_through_a_refusing_fleet(&url);
+    assert_eq!(notices.first(), Some(&Notice::FleetRefused), "{notices:?}");
+}
+
 #[test]
 fn redis_killed_mid_batch_falls_back_once() {
     let Some(notices) = batch_through(FleetOptions::default().retry_every, |redis| {
