@@ -5,11 +5,14 @@ use std::collections::hash_map::RandomState;
 use std::future::{Future, poll_fn};
 use std::hash::{BuildHasher, Hasher};
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_core::Stream;
 use polite_core::drive::{self, Classify, NoJobs, Observe};
 use polite_core::record::AttemptRecord;
 use polite_core::{
@@ -22,7 +25,7 @@ use crate::batch_paces::BatchPaces;
 use crate::classify::Both;
 use crate::config::Config;
 use crate::error::Error;
-use crate::io::{Failure, HttpIo, SendSlots};
+use crate::io::{Failure, HttpIo, SendSlots, Source};
 use crate::meter::CallMeter;
 use crate::options::{CallOptions, Session};
 use crate::pace::ClientPace;
@@ -577,6 +580,12 @@ where
     /// bytes per item in progress (at most `4 × concurrency` items), the
     /// `Io` the request of each item in progress.
     ///
+    /// The iterator is pulled on the thread that drives the batch, so it
+    /// must not block: one that waits (lines of a pipe held open, a
+    /// socket, a queue) holds back every send, answer, timer and cancel
+    /// until it returns. Feed such input through a channel to
+    /// [`batch_from_stream`](Self::batch_from_stream) instead.
+    ///
     /// # Errors
     ///
     /// [`Error::Policy`] for a configuration that makes no sense; each
@@ -611,6 +620,113 @@ where
         I::IntoIter: Send + 'c,
     {
         self.stream_in(requests, order, R::watch(token))
+    }
+
+    /// Like [`batch_stream`](Self::batch_stream), over requests that arrive
+    /// when they arrive: a channel fed by a thread that reads a pipe, a
+    /// socket or a queue. [`batch_stream`](Self::batch_stream) pulls its
+    /// iterator on the thread that drives the batch, so an iterator that
+    /// blocks (stdin held open, `tail -f`) stops every send, answer and
+    /// timer until it returns; a stream that has no request yet holds
+    /// nothing back: the items in progress go on, the deadline and a
+    /// cancel end the batch on time, and the batch wakes when the next
+    /// request comes. The input ends when the stream does.
+    ///
+    /// The batch's own metrics (`polite_call_duration_seconds`,
+    /// `polite_calls_in_flight`) carry an empty `origin` label: the first
+    /// request is not known when the batch starts.
+    ///
+    /// ```
+    /// # use polite_client::{CancelToken, Clock, Runtime, Transport, TransportError};
+    /// # use std::future::{Future, Ready, ready};
+    /// # use std::task::Waker;
+    /// # use std::time::Instant;
+    /// # struct Frozen(Instant);
+    /// # impl Clock for Frozen {
+    /// #     fn now(&self) -> Instant { self.0 }
+    /// #     fn poll_sleep(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<()> { Poll::Ready(()) }
+    /// # }
+    /// # struct Tiny;
+    /// # impl Runtime for Tiny {
+    /// #     type Clock = Frozen;
+    /// #     type Token = CancelToken;
+    /// #     type Cancel = CancelToken;
+    /// #     type Call<F: Future> = F::Output;
+    /// #     type Ready = ();
+    /// #     fn clock() -> Frozen { Frozen(Instant::now()) }
+    /// #     fn watch(token: &CancelToken) -> CancelToken { token.clone() }
+    /// #     fn cancel(token: &CancelToken) { token.cancel() }
+    /// #     fn call<F: Future>(call: F) -> F::Output {
+    /// #         match std::pin::pin!(call).poll(&mut Context::from_waker(Waker::noop())) {
+    /// #             Poll::Ready(out) => out,
+    /// #             Poll::Pending => unreachable!("nothing here waits"),
+    /// #         }
+    /// #     }
+    /// #     fn settle<F: Future>(output: F::Output) -> impl Future<Output = F::Output> { ready(output) }
+    /// # }
+    /// # /// Answers 200 "hi".
+    /// # struct Hi;
+    /// # impl Transport for Hi {
+    /// #     type Sending = Ready<Result<http::Response<Bytes>, TransportError>>;
+    /// #     fn send(&self, _: http::Request<Bytes>, _: Instant) -> Self::Sending {
+    /// #         ready(Ok(http::Response::new(Bytes::from_static(b"hi"))))
+    /// #     }
+    /// # }
+    /// use bytes::Bytes;
+    /// use futures_core::Stream;
+    /// use polite_client::{BatchOrder, Client, Config};
+    /// use std::pin::Pin;
+    /// use std::task::{Context, Poll};
+    ///
+    /// /// Two requests, then the end (a real feed would be a channel).
+    /// struct Two(u8);
+    /// impl Stream for Two {
+    ///     type Item = http::Request<Bytes>;
+    ///     fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+    ///         self.0 += 1;
+    ///         Poll::Ready((self.0 <= 2).then(|| http::Request::new(Bytes::new())))
+    ///     }
+    /// }
+    /// let client: Client<Tiny, Hi> = Client::with_transport(Hi, Config::default())?; // answers 200
+    /// let mut results = Vec::new();
+    /// let mut stream = client.batch_from_stream(Two(0), BatchOrder::Input)?;
+    /// stream.for_each_result(|(item, result)| results.push((item, result.is_ok())));
+    /// assert_eq!(results, vec![(0, true), (1, true)]);
+    /// # Ok::<(), polite_client::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch_stream`](Self::batch_stream).
+    pub fn batch_from_stream<'c, S>(
+        &'c self,
+        requests: S,
+        order: BatchOrder,
+    ) -> Result<BatchStream<R, impl Future<Output = ()> + 'c>, Error>
+    where
+        S: Stream<Item = http::Request<Bytes>> + Send + 'c,
+    {
+        self.stream_from(Input::Stream(Box::pin(requests)), order, NeverCancel)
+    }
+
+    /// Like [`batch_from_stream`](Self::batch_from_stream), cancellable
+    /// through `token`: the items in progress end `Cancelled` and are
+    /// handed out; no more are taken from the stream, and the batch does
+    /// not wait for its next request.
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch_stream`](Self::batch_stream).
+    pub fn batch_from_stream_cancellable<'c, S>(
+        &'c self,
+        requests: S,
+        order: BatchOrder,
+        token: &R::Token,
+    ) -> Result<BatchStream<R, impl Future<Output = ()> + 'c>, Error>
+    where
+        S: Stream<Item = http::Request<Bytes>> + Send + 'c,
+    {
+        self.stream_from(Input::Stream(Box::pin(requests)), order, R::watch(token))
     }
 
     pub(crate) fn next_id(&self) -> u64 {
@@ -941,14 +1057,36 @@ where
         I::IntoIter: Send + 'c,
         C: Cancel + 'c,
     {
+        let iter: Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'c> =
+            Box::new(requests.into_iter());
+        self.stream_from(Input::Iter(iter.peekable()), order, cancel)
+    }
+
+    /// A streaming batch over `input`, cancelled by `cancel`: the plain
+    /// future behind [`batch_stream`](Self::batch_stream) and
+    /// [`batch_from_stream`](Self::batch_from_stream).
+    fn stream_from<'c, C>(
+        &'c self,
+        input: Input<'c>,
+        order: BatchOrder,
+        cancel: C,
+    ) -> Result<BatchStream<R, impl Future<Output = ()> + 'c>, Error>
+    where
+        C: Cancel + 'c,
+    {
         let config = &self.shared.config;
-        let mut source = requests.into_iter().peekable();
+        let mut input = input;
         let clock = R::clock();
         let now = clock.now();
         let paces = &self.shared.paces;
         // The batch's duration and in-flight metrics are labelled with its
-        // first request's key; each item's own, with the item's key.
-        let key = source.peek().map_or_else(
+        // first request's key (a stream's first request is not there yet:
+        // the client's key then); each item's own, with the item's key.
+        let first_request = match &mut input {
+            Input::Iter(iter) => iter.peek(),
+            Input::Stream(_) => None,
+        };
+        let key = first_request.map_or_else(
             || PaceKey::new(""),
             |first| {
                 CallOptions::of(first)
@@ -972,11 +1110,18 @@ where
         .rate_limit_headers(config.rate_limit_headers);
         let numbering = keyed.clone();
         let mut pulled = 0u32;
-        let source = source.map(move |request| {
+        let number = move |request: http::Request<Bytes>| {
             let slot = numbering.assign(pulled, &request, || R::clock().now());
             pulled = pulled.wrapping_add(1);
             (request, slot)
-        });
+        };
+        let source = match input {
+            Input::Iter(iter) => Source::Iter(Box::new(iter.map(number))),
+            Input::Stream(stream) => Source::Stream {
+                stream: Box::pin(Numbered { stream, number }),
+                next: None,
+            },
+        };
         let (out, gate, sink) = crate::stream::channel(order, config.concurrency);
         let pull_gate = sink.gate();
         let mut sink = sink.into_fn::<R>(now);
@@ -991,7 +1136,7 @@ where
                 &self.shared.transport,
                 clock,
                 cancel,
-                Box::new(source),
+                source,
                 first,
                 pull_gate,
                 config.wait.wait_param,
@@ -1023,6 +1168,37 @@ where
             crate::stream::set_end(&end, done.outcome);
         };
         Ok(BatchStream::new(out, gate, drive))
+    }
+}
+
+/// A streaming batch's requests as the caller gives them.
+#[allow(clippy::large_enum_variant)] // one per batch, moved once
+enum Input<'c> {
+    /// [`Client::batch_stream`]'s: pulled when the batch wants one.
+    Iter(std::iter::Peekable<Box<dyn Iterator<Item = http::Request<Bytes>> + Send + 'c>>),
+    /// [`Client::batch_from_stream`]'s: polled, and waited for.
+    Stream(Pin<Box<dyn Stream<Item = http::Request<Bytes>> + Send + 'c>>),
+}
+
+/// A stream of requests, each numbered (its pace slot) by `number` as it
+/// comes.
+struct Numbered<'c, F> {
+    stream: Pin<Box<dyn Stream<Item = http::Request<Bytes>> + Send + 'c>>,
+    number: F,
+}
+
+impl<F> Stream for Numbered<'_, F>
+where
+    F: FnMut(http::Request<Bytes>) -> (http::Request<Bytes>, u32) + Unpin,
+{
+    type Item = (http::Request<Bytes>, u32);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        this.stream
+            .as_mut()
+            .poll_next(cx)
+            .map(|next| next.map(&mut this.number))
     }
 }
 

@@ -1,12 +1,14 @@
 //! [`HttpIo`]: the drive loop's `Io`, assembled from an adapter's
 //! [`Transport`], [`Clock`] and [`Cancel`].
 
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
+use futures_core::Stream;
 use polite_core::drive::{Io, Pull};
 use polite_core::{Outcome, SendPlan, TransportErrorKind};
 
@@ -57,7 +59,7 @@ impl std::fmt::Debug for Requests<'_> {
 /// started and not yet ended are kept per item (memory bounded by the
 /// machine's window) in the call's [`Shared`] state.
 struct Pulled<'a> {
-    source: Box<dyn Iterator<Item = (http::Request<Bytes>, u32)> + Send + 'a>,
+    source: Source<'a>,
     next: u32,
     /// The request id of item 0 (item `k` has `first_id + k`).
     first_id: u64,
@@ -65,6 +67,53 @@ struct Pulled<'a> {
     /// window of input order).
     gate: Arc<crate::stream::Gate>,
     sink: Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send + 'a>,
+}
+
+/// Where a streaming batch's requests come from, each with its pace slot.
+#[allow(clippy::large_enum_variant)] // one per batch, in the `Pulled` box
+pub(crate) enum Source<'a> {
+    /// An iterator: pulled on the thread that drives the batch, so it must
+    /// not block (a file, a vector, a generator).
+    Iter(Box<dyn Iterator<Item = (http::Request<Bytes>, u32)> + Send + 'a>),
+    /// A stream (a channel fed by a thread reading a pipe, a socket, a
+    /// queue): while it has nothing, the batch goes on with its items in
+    /// progress and is woken when it has. `next` holds what a poll of the
+    /// drive's wait took out, for the pull that follows it.
+    Stream {
+        stream: Pin<Box<dyn Stream<Item = (http::Request<Bytes>, u32)> + Send + 'a>>,
+        next: Option<Option<(http::Request<Bytes>, u32)>>,
+    },
+}
+
+impl Source<'_> {
+    /// The next request: `Ready(None)` at the end, `Pending` while a
+    /// stream has none yet (its waker is `cx`'s).
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(http::Request<Bytes>, u32)>> {
+        match self {
+            Source::Iter(iter) => Poll::Ready(iter.next()),
+            Source::Stream { stream, next } => match next.take() {
+                Some(taken) => Poll::Ready(taken),
+                None => stream.as_mut().poll_next(cx),
+            },
+        }
+    }
+
+    /// Takes the next request out of a stream into `next` (`Ready` once
+    /// there is one, or the end); an iterator is always ready.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self {
+            Source::Iter(_) => Poll::Ready(()),
+            Source::Stream { stream, next } => {
+                if next.is_none() {
+                    match stream.as_mut().poll_next(cx) {
+                        Poll::Ready(taken) => *next = Some(taken),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Poll::Ready(())
+            }
+        }
+    }
 }
 
 /// What the transport left of an item's sends: how many, and the error of
@@ -154,7 +203,7 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         transport: &'a T,
         clock: K,
         cancel: C,
-        source: Box<dyn Iterator<Item = (http::Request<Bytes>, u32)> + Send + 'a>,
+        source: Source<'a>,
         first_id: u64,
         gate: Arc<crate::stream::Gate>,
         wait_param: &'a str,
@@ -658,7 +707,13 @@ where
         if !p.gate.open(p.next) {
             return Pull::Later;
         }
-        let Some((request, slot)) = p.source.next() else {
+        // A stream with nothing yet is polled again, with the drive's own
+        // waker, by `poll_pull` while the drive waits.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let Poll::Ready(next) = p.source.poll_next(&mut cx) else {
+            return Pull::Later;
+        };
+        let Some((request, slot)) = next else {
             return Pull::Done;
         };
         let item = p.next;
@@ -687,10 +742,12 @@ where
         matches!(&self.requests, Requests::Pulled(p) if p.gate.behind())
     }
 
-    fn poll_pull(&mut self, _: &mut Context<'_>) -> Poll<()> {
-        // Polled only by the stream, right after its caller took results.
-        match &self.requests {
-            Requests::Pulled(p) if p.gate.open(p.next) => Poll::Ready(()),
+    fn poll_pull(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // Polled while the drive waits after a `Later`: the gate opens when
+        // the caller takes results (it polls the drive again then), a
+        // stream source when it has the next request (it wakes `cx`).
+        match &mut self.requests {
+            Requests::Pulled(p) if p.gate.open(p.next) => p.source.poll_ready(cx),
             _ => Poll::Pending,
         }
     }

@@ -112,6 +112,9 @@ struct Streamed {
     /// [`BatchMachine::STREAM_WINDOW`] × concurrency: the most items it may
     /// hold at once (fed and not handed out).
     window: usize,
+    /// Whether the input stays open after the last request, as a stream
+    /// waiting for its next one (else it ends once every request is fed).
+    open: bool,
 }
 
 impl Streamed {
@@ -132,7 +135,14 @@ impl Streamed {
             outcomes: vec![None; s.requests.len()],
             window: (BatchMachine::<SplitMix64, Paces>::STREAM_WINDOW * s.policy.concurrency)
                 as usize,
+            open: false,
         }
+    }
+
+    /// The same, its input never ending.
+    fn open(mut self) -> Streamed {
+        self.open = true;
+        self
     }
 
     fn feed(&mut self) {
@@ -140,7 +150,7 @@ impl Streamed {
             self.batch.push_item(self.requests[self.fed]);
             self.fed += 1;
         }
-        if self.fed == self.requests.len() {
+        if self.fed == self.requests.len() && !self.open {
             self.batch.close_items();
         }
         let held = self.fed - self.outcomes[..self.fed].iter().flatten().count();
@@ -226,9 +236,21 @@ fn within_window(s: &Setup) -> Setup {
 }
 
 fn run_streamed(s: &Setup, script: &[Input]) -> Result<Trace, String> {
+    run_streamed_open(s, script, false)
+}
+
+/// [`run_streamed`], its input left open after the last request when
+/// `open` (a stream waiting for its next one): only the deadline or a
+/// cancel ends the batch, and the checker knows it.
+fn run_streamed_open(s: &Setup, script: &[Input], open: bool) -> Result<Trace, String> {
     let t0 = origin();
     let s = &within_window(s);
-    let mut runner = ScriptRunner::new(t0, Streamed::new(s, t0), checker(s, t0))
+    let (streamed, checker) = if open {
+        (Streamed::new(s, t0).open(), checker(s, t0).input_open())
+    } else {
+        (Streamed::new(s, t0), checker(s, t0))
+    };
+    let mut runner = ScriptRunner::new(t0, streamed, checker)
         .wall_clock(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
         .settle(Settle::Answer(200));
     runner.play(script).map_err(|v| v.to_string())?;
@@ -264,6 +286,19 @@ proptest! {
     #[test]
     fn streaming_keyed_batches_keep_every_promise(s in setup(), script in keyed_batch_script(0..60)) {
         let trace = run_streamed(&s, &script);
+        prop_assert!(trace.is_ok(), "{}", trace.unwrap_err());
+    }
+
+    /// A streaming keyed batch whose input does not end (a stream waiting
+    /// for its next request) keeps the same promises, and the deadline
+    /// ends it `TimedOut` whether or not an item is in progress then (the
+    /// checker's `stop-outcome` with `input_open`).
+    #[test]
+    fn streaming_keyed_batches_waiting_for_input_keep_every_promise(
+        s in setup(),
+        script in keyed_batch_script(0..60),
+    ) {
+        let trace = run_streamed_open(&s, &script, true);
         prop_assert!(trace.is_ok(), "{}", trace.unwrap_err());
     }
 

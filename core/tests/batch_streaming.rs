@@ -229,3 +229,78 @@ proptest! {
         }
     }
 }
+
+/// A streaming batch whose input has not ended when the deadline comes
+/// ends `TimedOut`, even with no item in progress then (one fed from a
+/// stream may be waiting for its next request): the deadline cut the
+/// input short, which `BatchDone` would hide. The items that did end keep
+/// their outcomes. Both machines: a single-key and a keyed batch.
+#[test]
+fn the_deadline_before_the_input_ends_is_a_timeout_even_with_nothing_in_progress() {
+    fn check<P: PaceSet>(pace: P) {
+        let t0 = origin();
+        let timeout = Duration::from_secs(10);
+        let mut b = BatchMachine::streaming(
+            BatchPolicy::default(),
+            SplitMix64::new(7),
+            pace,
+            t0,
+            timeout,
+        )
+        .unwrap();
+        b.push_item(RequestInfo::new(RequestId(1), Method::Get));
+        let Action::Send(plan) = b.poll_action() else {
+            panic!("the item goes at once");
+        };
+        b.handle(t0, Event::Response(Response::new(plan.id, 200, UNIX_EPOCH)));
+        assert_eq!(
+            b.take_ended(),
+            Some((0, Outcome::Succeeded { status: 200 }))
+        );
+        // Nothing in progress, the input still open: the batch waits for
+        // it until the deadline, and no longer.
+        assert_eq!(b.poll_action(), Action::SleepUntil(t0 + timeout));
+        b.handle(t0 + timeout, Event::Tick);
+        assert_eq!(
+            b.poll_action(),
+            Action::Stop(Outcome::TimedOut { needed: None })
+        );
+        assert_eq!(b.take_ended(), None);
+    }
+    check(Unpaced);
+    check(vec![
+        polite_core::RateThrottle::new(
+            1000,
+            Duration::from_secs(1)
+        )
+        .unwrap();
+        2
+    ]);
+}
+
+/// The input's end before the deadline is a `BatchDone`, as before.
+#[test]
+fn the_input_ending_before_the_deadline_is_a_batch_done() {
+    let t0 = origin();
+    let mut b = BatchMachine::streaming(
+        BatchPolicy::default(),
+        SplitMix64::new(7),
+        Unpaced,
+        t0,
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    b.push_item(RequestInfo::new(RequestId(1), Method::Get));
+    let Action::Send(plan) = b.poll_action() else {
+        panic!("the item goes at once");
+    };
+    b.handle(t0, Event::Response(Response::new(plan.id, 200, UNIX_EPOCH)));
+    b.close_items();
+    assert_eq!(
+        b.poll_action(),
+        Action::Stop(Outcome::BatchDone {
+            succeeded: 1,
+            failed: 0
+        })
+    );
+}

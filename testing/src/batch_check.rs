@@ -50,8 +50,9 @@ use polite_core::{Action, BatchPolicy, Event, Outcome, RequestInfo, RetryClass, 
 ///   deadline ends `TimedOut`), `starved-early` (an item ends `Starved`
 ///   only when the pace could not send before the deadline) and `stop-outcome` (the batch's outcome is
 ///   `Cancelled` exactly after a cancel, else `TimedOut` if an item timed
-///   out, else the first `Starved` item's outcome if the pace starved one,
-///   else `BatchDone` with the right counts).
+///   out or the input never ended ([`input_open`](Self::input_open)), else
+///   the first `Starved` item's outcome if the pace starved one, else
+///   `BatchDone` with the right counts).
 ///
 /// Feed it every input with [`input`](Self::input) and every output with
 /// [`output`](Self::output) (the [`Simulator`](crate::Simulator) does with
@@ -93,6 +94,8 @@ pub struct BatchChecker {
     now: Option<Instant>,
     stopped: Option<Outcome>,
     cancelled: bool,
+    /// A streaming batch whose input never ends ([`input_open`](Self::input_open)).
+    input_open: bool,
     /// What the checker knows of each item, in one allocation.
     items: Vec<Item>,
     in_flight: u32,
@@ -193,6 +196,7 @@ impl BatchChecker {
             now: None,
             stopped: None,
             cancelled: false,
+            input_open: false,
             items: requests
                 .iter()
                 .map(|r| Item {
@@ -275,6 +279,30 @@ impl BatchChecker {
         // At most `limit` sends in the window: sized once, so that checking
         // a send allocates nothing.
         self.recent = VecDeque::with_capacity((limit as usize).min(PRESIZE));
+        self
+    }
+
+    /// For a streaming batch whose input never ends after `requests` (a
+    /// stream waiting for its next request): such a batch can only end
+    /// `Cancelled` or at its deadline, and the deadline cut its input
+    /// short, so the `stop-outcome` rule expects `TimedOut` when it was not
+    /// cancelled, whatever its items' outcomes.
+    ///
+    /// ```
+    /// use polite_core::{Action, BatchPolicy, Method, Outcome, RequestId, RequestInfo};
+    /// use polite_testing::BatchChecker;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let requests = [RequestInfo::new(RequestId(1), Method::Get)];
+    /// let done = Outcome::Succeeded { status: 200 };
+    /// let mut c = BatchChecker::new(&BatchPolicy::default(), &requests, t0 + Duration::from_secs(1))
+    ///     .input_open();
+    /// c.output(t0, &Action::Stop(Outcome::BatchDone { succeeded: 1, failed: 0 })).unwrap();
+    /// assert_eq!(c.outcomes(&[Some(done)]).unwrap_err().rule, "stop-outcome");
+    /// ```
+    #[must_use]
+    pub fn input_open(mut self) -> BatchChecker {
+        self.input_open = true;
         self
     }
 
@@ -670,7 +698,8 @@ impl BatchChecker {
                             return violation(
                                 "retry-budget",
                                 format!(
-                                    "item {item}: {} {class} retries",
+                                    "item {item}: {} {class} retries, the policy allows \
+                                     {budget}: {plan:?} at {now:?}",
                                     self.items[item].retries[i]
                                 ),
                             );
@@ -987,10 +1016,11 @@ impl BatchChecker {
         }
         let expected = if self.cancelled {
             Outcome::Cancelled
-        } else if items
-            .iter()
-            .flatten()
-            .any(|o| matches!(o, Outcome::TimedOut { .. }))
+        } else if self.input_open
+            || items
+                .iter()
+                .flatten()
+                .any(|o| matches!(o, Outcome::TimedOut { .. }))
         {
             Outcome::TimedOut { needed: None }
         } else if let Some(o) = items

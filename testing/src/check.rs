@@ -314,10 +314,16 @@ impl Checker {
                         return violation("retry-budget", "retry without a failure".into());
                     };
                     self.retries[class_index(class)] += 1;
-                    if self.retries[class_index(class)] > oracle::budget(&self.policy, class) {
+                    let budget = oracle::budget(&self.policy, class);
+                    if self.retries[class_index(class)] > budget {
                         return violation(
                             "retry-budget",
-                            format!("{} {class} retries", self.retries[class_index(class)]),
+                            format!(
+                                "{} {class} retries, the policy allows {budget}: send {} \
+                                 ({plan:?}) at {now:?}",
+                                self.retries[class_index(class)],
+                                self.sends + 1
+                            ),
                         );
                     }
                     let total: u32 = self.retries.iter().sum();

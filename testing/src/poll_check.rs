@@ -574,10 +574,14 @@ impl PollChecker {
             }
             let i = class_index(class);
             self.consecutive[i] += 1;
-            if self.consecutive[i] > oracle::budget(&self.policy.retry, class) {
+            let budget = oracle::budget(&self.policy.retry, class);
+            if self.consecutive[i] > budget {
                 return violation(
                     "retry-budget",
-                    format!("{} consecutive {class} retries", self.consecutive[i]),
+                    format!(
+                        "{} consecutive {class} retries, the policy allows {budget}: {plan:?} at {now:?}",
+                        self.consecutive[i]
+                    ),
                 );
             }
         }

@@ -232,6 +232,12 @@ impl<R: Rng, P: PaceSet, B: BudgetSet> BatchMachine<R, P, B> {
         if self.ended == self.len32() && self.closed {
             return;
         }
+        // A streaming batch whose input had not ended: the deadline cut it
+        // short, whether or not an item was in progress then (one fed from
+        // a stream may have been waiting for its next request).
+        if !self.closed {
+            self.timed_out = true;
+        }
         self.closed = true;
         let mut p = 0;
         while p < self.items.len() {

@@ -159,6 +159,8 @@ struct Refusal {
 /// * `TimedOut { needed: None }` when any item ended `TimedOut`: the
 ///   deadline came while it was unfinished, or its next permitted send
 ///   (backoff or `Retry-After`) would have been at or after the deadline;
+///   and when the deadline came before a streaming batch's input ended
+///   ([`close_items`](Machine::close_items)), items in progress or not;
 /// * otherwise the first [`Outcome::Starved`] item's outcome when the pace
 ///   could not grant a send before the deadline: the items waiting for it
 ///   stop at once, `Starved { until, by }` naming the pace's limit
