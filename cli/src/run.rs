@@ -415,17 +415,21 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
     )?;
     let token = ctrl_c();
     let start = Instant::now();
-    // The URLs are read as the batch wants them: memory stays flat however
-    // long the input. The URL of each item in progress is kept for its
-    // line; a line that is no request is reported in its place.
-    let lines = Lines::new(args, std::io::BufReader::new(std::io::stdin()), &book);
+    // The URLs are read on a thread of their own, at most READ_AHEAD lines
+    // ahead of the batch: memory stays flat however long the input, and an
+    // input with nothing new holds nothing back. The URL of each item in
+    // progress is kept for its line; a line that is no request is
+    // reported in its place.
+    let lines = Lines::new(args, std::io::BufReader::new(std::io::stdin()));
+    let feed =
+        read_on_a_thread(lines, &book).map_err(|e| Usage(format!("cannot read stdin: {e}")))?;
     let order = if args.unordered {
         BatchOrder::Completion
     } else {
         BatchOrder::Input
     };
     let mut stream = client
-        .batch_stream_cancellable(lines, order, &token)
+        .batch_from_stream_cancellable(feed, order, &token)
         .map_err(|e| Usage(e.to_string()))?;
     let mut worst = exit::OK;
     let mut starved: Option<(usize, Instant, PaceLimit)> = None;
@@ -485,6 +489,11 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         worst,
         book.flush_bad(&mut stdout, &mut out, usize::MAX, BatchOrder::Input),
     ]);
+    // A batch cancelled or timed out while it waited for input (no item
+    // in progress to say so): its own end says it.
+    if let Some(end @ (Outcome::Cancelled | Outcome::TimedOut { .. })) = stream.end() {
+        worst = exit::worst([worst, exit::for_outcome(end)]);
+    }
     drop(out);
     if let Some(bar) = bar {
         bar.finish();
@@ -536,7 +545,10 @@ fn body_fields(line: &mut serde_json::Value, body: &[u8]) {
     }
 }
 
-/// The URLs of a batch, read from stdin as the batch pulls them.
+/// The URLs of a batch, read from stdin by a thread of their own and taken
+/// by the batch as it wants them ([`Taken`]): a pipe held open with nothing
+/// new in it (`tail -f`, a slow producer) holds back no send, answer,
+/// timer or Ctrl-C of the items already read.
 struct Lines<R> {
     input: R,
     /// The line being read (its bytes: a line that is not UTF-8 is that
@@ -544,11 +556,23 @@ struct Lines<R> {
     buf: Vec<u8>,
     method: String,
     headers: Vec<String>,
-    /// Requests handed to the batch so far (the next item's index).
-    next: usize,
     /// Lines read so far (the last one's 1-based number).
     line_no: usize,
-    book: Arc<Book>,
+}
+
+/// What the reader hands the batch for each line that is not blank or a
+/// comment, and at the end of the input. (Most entries are requests: the
+/// others are no smaller for being boxed.)
+#[allow(clippy::large_enum_variant)]
+enum Entry {
+    /// A request, its line and its URL as it may be printed.
+    Request(http::Request<Bytes>, usize, String),
+    /// A line that is no request: its line and its result line.
+    Bad(usize, String),
+    /// The input ended.
+    End,
+    /// Reading failed (the input ends there).
+    Failed(String),
 }
 
 /// What the output needs to know about the input: the line number and the
@@ -560,8 +584,8 @@ struct Book {
     urls: Mutex<std::collections::HashMap<usize, (usize, String)>>,
     bad: Mutex<std::collections::BTreeMap<usize, Vec<String>>>,
     read_error: Mutex<Option<String>>,
-    /// The last line read, and whether the input ended there (`None`
-    /// until the first line).
+    /// The last line the batch took, and whether it took the input's end
+    /// (`None` until the first line).
     read: Mutex<(usize, bool)>,
 }
 
@@ -570,36 +594,26 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl<R: std::io::BufRead> Lines<R> {
-    fn new(args: &BatchArgs, input: R, book: &Arc<Book>) -> Self {
+    fn new(args: &BatchArgs, input: R) -> Self {
         Lines {
             input,
             buf: Vec::new(),
             method: args.method.clone(),
             headers: args.common.headers.clone(),
-            next: 0,
             line_no: 0,
-            book: Arc::clone(book),
         }
     }
-}
 
-impl<R: std::io::BufRead> Iterator for Lines<R> {
-    type Item = http::Request<Bytes>;
-    fn next(&mut self) -> Option<http::Request<Bytes>> {
+    /// Reads lines until one that is a request or no request (blank lines
+    /// and comments are skipped), or the end.
+    fn next_entry(&mut self) -> Entry {
         loop {
             let too_long = match read_line(&mut self.input, &mut self.buf) {
-                Ok(None) => {
-                    locked(&self.book.read).1 = true;
-                    return None;
-                }
+                Ok(None) => return Entry::End,
                 Ok(Some(too_long)) => too_long,
-                Err(e) => {
-                    *locked(&self.book.read_error) = Some(e.to_string());
-                    return None;
-                }
+                Err(e) => return Entry::Failed(e.to_string()),
             };
             self.line_no += 1;
-            locked(&self.book.read).0 = self.line_no;
             let built = match std::str::from_utf8(&self.buf) {
                 _ if too_long => Err(Usage(format!(
                     "line longer than {MAX_LINE} bytes (not read further)"
@@ -619,13 +633,8 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
                     e.valid_up_to()
                 ))),
             };
-            match built {
-                Ok((req, url)) => {
-                    let shown = crate::redact::url_plain(url);
-                    locked(&self.book.urls).insert(self.next, (self.line_no, shown));
-                    self.next += 1;
-                    return Some(req);
-                }
+            return match built {
+                Ok((req, url)) => Entry::Request(req, self.line_no, crate::redact::url_plain(url)),
                 Err(Usage(why)) => {
                     // A line too long is shown by its start only.
                     let shown =
@@ -642,11 +651,96 @@ impl<R: std::io::BufRead> Iterator for Lines<R> {
                         "status": null,
                         "error": why,
                     });
-                    locked(&self.book.bad)
-                        .entry(self.next)
-                        .or_default()
-                        .push(line.to_string());
+                    Entry::Bad(self.line_no, line.to_string())
                 }
+            };
+        }
+    }
+}
+
+/// How many entries the reader may be ahead of the batch: memory stays
+/// flat however long the input, and a Ctrl-C loses at most these lines'
+/// reading (never a line the batch took: those are reported).
+const READ_AHEAD: usize = 64;
+
+/// Starts the thread that reads `lines` into the batch's feed; the batch
+/// takes them through the returned stream. The thread ends at the input's
+/// end, or when the batch no longer takes entries; a thread still waiting
+/// for input when the command ends goes with the process.
+fn read_on_a_thread<R>(mut lines: Lines<R>, book: &Arc<Book>) -> std::io::Result<Taken>
+where
+    R: std::io::BufRead + Send + 'static,
+{
+    let (mut tx, rx) = futures_channel::mpsc::channel(READ_AHEAD);
+    std::thread::Builder::new()
+        .name("polite-stdin".into())
+        .spawn(move || {
+            loop {
+                let entry = lines.next_entry();
+                let last = matches!(entry, Entry::End | Entry::Failed(_));
+                // Room in the feed (or the batch is gone: stop reading).
+                let room = polite_blocking::block_on(std::future::poll_fn(|cx| tx.poll_ready(cx)));
+                if room.is_err() || tx.start_send(entry).is_err() || last {
+                    return;
+                }
+            }
+        })?;
+    Ok(Taken {
+        rx,
+        next: 0,
+        book: Arc::clone(book),
+    })
+}
+
+/// The batch's side of the feed: each request as the batch takes it, its
+/// line and URL booked for its result (and the lines that were no request
+/// before it), so that what the book says was read is what the batch took.
+struct Taken {
+    rx: futures_channel::mpsc::Receiver<Entry>,
+    /// The index of the next item.
+    next: usize,
+    book: Arc<Book>,
+}
+
+impl futures_core::Stream for Taken {
+    type Item = http::Request<Bytes>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<http::Request<Bytes>>> {
+        use std::task::Poll;
+        loop {
+            let entry = match std::pin::Pin::new(&mut self.rx).poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(entry) => entry,
+            };
+            let this = &mut *self;
+            match entry {
+                Some(Entry::Request(req, line_no, shown)) => {
+                    locked(&this.book.urls).insert(this.next, (line_no, shown));
+                    locked(&this.book.read).0 = line_no;
+                    this.next += 1;
+                    return Poll::Ready(Some(req));
+                }
+                Some(Entry::Bad(line_no, line)) => {
+                    locked(&this.book.read).0 = line_no;
+                    locked(&this.book.bad)
+                        .entry(this.next)
+                        .or_default()
+                        .push(line);
+                }
+                Some(Entry::End) => {
+                    locked(&this.book.read).1 = true;
+                    return Poll::Ready(None);
+                }
+                Some(Entry::Failed(e)) => {
+                    *locked(&this.book.read_error) = Some(e);
+                    return Poll::Ready(None);
+                }
+                // The reader is gone without saying why (it cannot panic
+                // short of a bug): the input ends here.
+                None => return Poll::Ready(None),
             }
         }
     }

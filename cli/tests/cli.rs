@@ -422,3 +422,72 @@ fn wait_says_why_an_answer_is_no_job() {
         assert!(err.contains(why), "{field}: {err}");
     }
 }
+
+/// Starts `polite batch ARGS` with one URL on stdin, which is then held
+/// open with nothing more (a slow producer, `tail -f`): the child and the
+/// open stdin (drop it to close).
+#[cfg(unix)]
+fn batch_with_stdin_held_open(
+    url: &str,
+    args: &[&str],
+) -> (std::process::Child, std::process::ChildStdin) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .arg("batch")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{url}\n").as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    (child, stdin)
+}
+
+/// A URL read while stdin stays open is sent and its line written at once,
+/// and `--timeout` ends the batch on time (user trial 3: nothing was sent,
+/// and the batch returned only when the producer wrote again, 30 s later).
+#[cfg(unix)]
+#[test]
+fn a_batch_whose_stdin_stays_open_sends_what_it_read_and_ends_at_its_timeout() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let started = Instant::now();
+    let (child, stdin) = batch_with_stdin_held_open(&lab.url("/items/first"), &["--timeout", "2s"]);
+    let o = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    drop(stdin);
+    assert_eq!(code(&o), 124, "{}", stderr(&o));
+    assert_eq!(lab.log().len(), 1, "the URL read was sent");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("\"ok\":true"), "{out}");
+    assert!(
+        stderr(&o).contains("not read past line 1"),
+        "{}",
+        stderr(&o)
+    );
+    // At the timeout (1.5 s of slack for a loaded machine), not when stdin
+    // closes (it never does here).
+    assert!(took < Duration::from_millis(3500), "{took:?}");
+}
+
+/// Ctrl-C while the batch waits for more input ends it at once: 130.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_while_a_batch_waits_for_input_exits_130_at_once() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let (child, stdin) =
+        batch_with_stdin_held_open(&lab.url("/items/first"), &["--timeout", "60s"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lab.log().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = interrupt(&child);
+    let o = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    drop(stdin);
+    assert_eq!(code(&o), 130, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"ok\":true"));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
