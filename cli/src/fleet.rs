@@ -27,7 +27,13 @@ pub(crate) struct FleetArgs {
     pub(crate) redis_key_prefix: String,
     /// How many processes share the quota (used only while Redis does not
     /// answer: each then sends at 1/N of it).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..),
+        requires = "redis"
+    )]
     pub(crate) fleet_size: u32,
     /// Trust only this CA certificate (PEM) for a rediss:// Redis, instead
     /// of the system's roots.

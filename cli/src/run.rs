@@ -614,6 +614,11 @@ impl<R: std::io::BufRead> Lines<R> {
                 Err(e) => return Entry::Failed(e.to_string()),
             };
             self.line_no += 1;
+            // A UTF-8 byte-order mark (files saved by Windows tools) is no
+            // part of the first URL.
+            if self.line_no == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+                self.buf.drain(..3);
+            }
             let built = match std::str::from_utf8(&self.buf) {
                 _ if too_long => Err(Usage(format!(
                     "line longer than {MAX_LINE} bytes (not read further)"

@@ -395,3 +395,18 @@ fn a_get_shares_its_pace_through_redis_over_tls() {
     let key = format!("polite:{{{}}}:st", lab.url("/").trim_end_matches('/'));
     assert_eq!(redis.command(&["EXISTS", &key]), ":1", "{err}");
 }
+
+/// `--fleet-size` means nothing without a Redis to share: a usage error
+/// that names `--redis`, not a flag silently ignored (user trial 3).
+#[test]
+fn a_fleet_size_without_redis_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_polite"))
+        .args(["get", "http://127.0.0.1:9/", "--fleet-size", "4"])
+        .env_remove("POLITE_REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--redis"), "{err}");
+}

@@ -21,6 +21,8 @@ pub use crate::config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]
 pub use crate::ctrl_c::CtrlCError;
 pub use crate::error::{Error, TransportError};
+// What `Config::fleet` takes (polite-redis's `RedisFleet` goes in it).
+pub use crate::fleet::SharedFleet;
 pub use crate::job::JsonJob;
 pub use crate::options::{CallOptions, PoliteAttempt, Session};
 pub use crate::paces::{PaceBy, PaceKey};

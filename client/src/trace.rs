@@ -6,7 +6,9 @@
 use polite_core::record::AttemptRecord;
 
 /// Emits one event for an attempt record: `INFO` when it failed or ended the
-/// request without success, `DEBUG` for a plain success.
+/// request without success, `DEBUG` for a plain success. Its `attempt`
+/// counts from 1 (the first send is attempt 1, as the CLI's logs say);
+/// `http.request.resend_count` counts the sends before it (0 for the first).
 ///
 /// ```
 /// use polite_core::{Reply, RequestId, SendId};
@@ -34,6 +36,8 @@ use polite_core::record::AttemptRecord;
 /// // A plain success is one DEBUG event of target `polite`.
 /// assert!(text.contains("DEBUG polite:"), "{text}");
 /// assert_eq!(text.lines().count(), 1, "{text}");
+/// // The first send: attempt 1, no resend before it.
+/// assert!(text.contains("attempt=1 http.request.resend_count=0"), "{text}");
 /// ```
 pub fn trace_record(r: &AttemptRecord) {
     let next_ms = r
@@ -48,7 +52,9 @@ pub fn trace_record(r: &AttemptRecord) {
                 $lvl,
                 request = r.request.0,
                 item = r.id.item,
-                attempt = r.id.attempt,
+                // Counted from 1, as the CLI's logs count attempts; the
+                // OpenTelemetry field counts the sends before this one.
+                attempt = u64::from(r.id.attempt) + 1,
                 http.request.resend_count = r.id.attempt,
                 reply = %r.reply,
                 class = r.class.map(tracing::field::display),

@@ -143,7 +143,9 @@ impl std::fmt::Display for TransportErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             TransportErrorKind::Refused => "connection refused",
-            TransportErrorKind::Reset => "connection reset",
+            TransportErrorKind::Reset => {
+                "connection reset or closed before the answer was complete"
+            }
             TransportErrorKind::Dns => "DNS failure",
             TransportErrorKind::Timeout => "timeout",
             TransportErrorKind::Aborted => "aborted: no answer in time",
@@ -205,7 +207,7 @@ impl std::fmt::Display for RetryClass {
 /// ```
 /// use polite_core::{Reply, TransportErrorKind};
 /// assert_eq!(Reply::Status(503).to_string(), "HTTP 503");
-/// assert_eq!(Reply::Transport(TransportErrorKind::Reset).to_string(), "transport error: connection reset");
+/// assert_eq!(Reply::Transport(TransportErrorKind::Reset).to_string(), "transport error: connection reset or closed before the answer was complete");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

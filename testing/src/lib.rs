@@ -13,7 +13,13 @@
 //!   [`polite_core::drive::drive`], the loop every adapter runs, so a
 //!   simulated machine gets its notices, its job reports (through a
 //!   [`Classify`](polite_core::drive::Classify)) and cancellation right
-//!   before a send exactly as in production.
+//!   before a send exactly as in production. A script answers one send
+//!   per entry; once it runs out (and no [`server`](Simulator::server)
+//!   closure answers), every further send *hangs*, as a server that never
+//!   answers does: a machine that retries more often than your script
+//!   foresaw then ends `TimedOut` at its deadline, not with an error about
+//!   the script. Give one answer per send you expect (`trace.sends()`
+//!   says how many went out), or end the script with a closure.
 //! * The invariant checkers, written independently of the machines:
 //!   [`Checker`] (one request, paced or not), [`PollChecker`] (waiting for a
 //!   job), [`BatchChecker`] (a batch), [`ThrottleChecker`] (a rate limit);
