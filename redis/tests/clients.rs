@@ -56,13 +56,23 @@ fn client(
 /// Runs `clients` at once, each a batch of `items` on its own paths;
 /// returns how many items succeeded and the longest batch's time.
 fn run(lab: &LabHandle, clients: Vec<Client<UreqTransport>>, items: usize) -> (usize, Duration) {
+    run_requests(lab, clients, items, get)
+}
+
+/// [`run`], each request made from its URL by `request`.
+fn run_requests(
+    lab: &LabHandle,
+    clients: Vec<Client<UreqTransport>>,
+    items: usize,
+    request: impl Fn(String) -> http::Request<Bytes>,
+) -> (usize, Duration) {
     let started = Instant::now();
     let threads: Vec<_> = clients
         .into_iter()
         .enumerate()
         .map(|(c, client)| {
             let urls: Vec<_> = (0..items)
-                .map(|i| get(lab.url(&format!("/items/c{c}-{i}"))))
+                .map(|i| request(lab.url(&format!("/items/c{c}-{i}"))))
                 .collect();
             std::thread::spawn(move || {
                 let r = client.batch(urls).unwrap();
@@ -162,28 +172,16 @@ fn two_clients_pacing_by_the_same_api_key_share_its_quota() {
     let notices = Arc::new(Mutex::new(Vec::new()));
     let (a, b) = (fleet(&redis.url(), 2), fleet(&redis.url(), 2));
     let secret = "Bearer sk_live_SECRET_7f3a";
-    let started = Instant::now();
-    let threads: Vec<_> = [a, b]
+    let clients = [a, b]
         .into_iter()
-        .enumerate()
-        .map(|(c, f)| {
-            let client = client(config.clone(), Some(SharedFleet::new(f)), &notices);
-            let urls: Vec<_> = (0..30)
-                .map(|i| {
-                    let mut r = get(lab.url(&format!("/items/c{c}-{i}")));
-                    r.headers_mut()
-                        .insert("authorization", http::HeaderValue::from_static(secret));
-                    r
-                })
-                .collect();
-            std::thread::spawn(move || {
-                let r = client.batch(urls).unwrap();
-                r.iter().filter(|r| r.is_ok()).count()
-            })
-        })
+        .map(|f| client(config.clone(), Some(SharedFleet::new(f)), &notices))
         .collect();
-    let ok: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
-    let took = started.elapsed();
+    let (ok, took) = run_requests(&lab, clients, 30, |url| {
+        let mut r = get(url);
+        r.headers_mut()
+            .insert("authorization", http::HeaderValue::from_static(secret));
+        r
+    });
     let count_429 = lab.log().count_429();
     eprintln!("2 clients x 30 items by one API key, quota 20/500ms: {count_429} x 429 in {took:?}");
     assert_eq!(ok, 60);
