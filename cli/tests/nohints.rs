@@ -9,30 +9,19 @@
 //! (items ÷ rate); the assertions are about correctness (every item
 //! succeeds, few 429s), not speed.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
+
+mod common;
 
 use polite_lab::nginx::Nginx;
 use polite_lab::{Lab, LabConfig, LogStats, Quota, RetryAfterStyle};
 
-/// Runs `polite ARGS` with `stdin` as its input.
+/// Runs `polite ARGS` with `stdin` as its input (the runner every CLI
+/// test file shares), and how long it took.
 fn polite_with_stdin(args: &[&str], stdin: &str) -> (Output, Duration) {
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_polite"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("urls written");
-    let out = child.wait_with_output().expect("it ends");
+    let out = common::polite_with_bytes(args, stdin.as_bytes().to_vec());
     (out, start.elapsed())
 }
 
