@@ -1,10 +1,15 @@
 //! `--redis`, `--redis-key-prefix`, `--fleet-size`: many `polite`
 //! processes share one quota through Redis (SPEC §4.3, `polite-redis`).
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use clap::Args;
 use polite_blocking::Config;
 use polite_client::SharedFleet;
 use polite_redis::{FleetOptions, RedisFleet};
+
+use crate::tally::FleetRun;
 
 /// The fleet options every command shares.
 #[derive(Debug, Args)]
@@ -92,20 +97,70 @@ fn fleet(args: &FleetArgs, url: &str, options: FleetOptions) -> Result<RedisFlee
     RedisFleet::new(url, options).map_err(|e| with_cause(&e))
 }
 
-/// Puts the fleet `args` ask for into `config` (nothing without `--redis`).
-/// A fleet that cannot start (no thread) leaves the process pacing alone,
-/// saying so.
-pub(crate) fn apply(args: &FleetArgs, config: &mut Config) {
-    let Some(url) = &args.redis else {
-        return;
-    };
+/// Puts the fleet `args` ask for into `config` (nothing without `--redis`),
+/// and returns it, to watch what it does ([`Watch::new`]). A fleet that
+/// cannot start (no thread) leaves the process pacing alone, saying so.
+pub(crate) fn apply(args: &FleetArgs, config: &mut Config) -> Option<Arc<RedisFleet>> {
+    let url = args.redis.as_ref()?;
     let options = FleetOptions {
         prefix: args.redis_key_prefix.clone(),
         size: args.fleet_size,
         ..FleetOptions::default()
     };
     match fleet(args, url, options) {
-        Ok(fleet) => config.fleet = Some(SharedFleet::new(fleet)),
-        Err(e) => eprintln!("polite: cannot share the pace through Redis ({e}); pacing alone"),
+        Ok(fleet) => {
+            let fleet = Arc::new(fleet);
+            config.fleet = Some(SharedFleet::from_arc(Arc::clone(&fleet) as _));
+            Some(fleet)
+        }
+        Err(e) => {
+            eprintln!("polite: cannot share the pace through Redis ({e}); pacing alone");
+            None
+        }
+    }
+}
+
+/// A command's fleet, as its summary and progress line tell it: what the
+/// fleet was asked to keep (the configured rate is the whole fleet's; this
+/// process's local fallback is its share) and how many sends went on the
+/// fleet's pace or alone (the fleet's own counts).
+#[derive(Debug, Clone)]
+pub(crate) struct Watch {
+    redis: Arc<RedisFleet>,
+    rate: Option<(u32, Duration)>,
+    learns: bool,
+    size: u32,
+}
+
+impl Watch {
+    /// The watch of `redis`, for a client made with `config` (its final
+    /// throttle, quota learning and adaptive rate).
+    pub(crate) fn new(redis: Arc<RedisFleet>, config: &Config) -> Watch {
+        Watch {
+            rate: config.throttle.map(|t| (t.limit, t.window)),
+            learns: config.learn_quota.is_some() || config.adaptive,
+            size: config.fleet.as_ref().map_or(1, |f| f.size().max(1)),
+            redis,
+        }
+    }
+
+    /// Whether Redis answered its last round trip (the fleet's pace is in
+    /// force).
+    pub(crate) fn up(&self) -> bool {
+        self.redis.is_up()
+    }
+
+    /// What the fleet did so far; `refused`: the last time this process
+    /// paced alone, Redis refused it (rather than did not answer).
+    pub(crate) fn run(&self, refused: bool) -> FleetRun {
+        let stats = self.redis.stats();
+        FleetRun {
+            rate: self.rate,
+            learns: self.learns,
+            size: self.size,
+            shared: stats.used,
+            alone: stats.local,
+            refused,
+        }
     }
 }

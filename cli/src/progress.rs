@@ -9,7 +9,9 @@
 //! whose requests are counted on the side without moving the batch's read
 //! position — else `done`; the requests that ended per second; the 429s
 //! so far; the rate the pace settled on (`pace unlimited` while nothing
-//! limits it); the ETA once there is a total.
+//! limits it; with `--redis`, `fleet pace 20.0/s on Redis` while Redis
+//! answers, and this process's share, `pace 10.0/s alone: ...`, while it
+//! does not); the ETA once there is a total.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -19,8 +21,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use polite_core::RetryClass;
 use polite_core::record::AttemptRecord;
 
-/// Reads the current pace rate (sends per second), when one is set.
-type RateFn = Box<dyn Fn() -> Option<f64> + Send + Sync>;
+/// Says the current pace ("pace 12.0/s", "fleet pace 20.0/s on Redis").
+type PaceFn = Box<dyn Fn() -> String + Send + Sync>;
 
 /// The progress line, shared with the client's observer.
 #[derive(Clone)]
@@ -29,7 +31,7 @@ pub(crate) struct Progress(Arc<Inner>);
 struct Inner {
     bar: ProgressBar,
     throttled: AtomicU64,
-    rate: OnceLock<RateFn>,
+    pace: OnceLock<PaceFn>,
 }
 
 impl std::fmt::Debug for Progress {
@@ -64,7 +66,7 @@ impl Progress {
         let progress = Progress(Arc::new(Inner {
             bar,
             throttled: AtomicU64::new(0),
-            rate: OnceLock::new(),
+            pace: OnceLock::new(),
         }));
         progress.update();
         let counting = progress.clone();
@@ -80,9 +82,9 @@ impl Progress {
         Some(progress)
     }
 
-    /// Where the current pace rate comes from (the client, once built).
-    pub(crate) fn rate_from(&self, rate: impl Fn() -> Option<f64> + Send + Sync + 'static) {
-        let _ = self.0.rate.set(Box::new(rate));
+    /// Where the current pace comes from (the client, once built).
+    pub(crate) fn pace_from(&self, pace: impl Fn() -> String + Send + Sync + 'static) {
+        let _ = self.0.pace.set(Box::new(pace));
         self.update();
     }
 
@@ -117,23 +119,19 @@ impl Progress {
     }
 
     fn update(&self) {
-        let rate = self.0.rate.get().and_then(|f| f());
+        let pace = self.0.pace.get().map(|f| f());
         let bar = &self.0.bar;
         bar.set_message(message(
             bar.per_sec(),
             self.0.throttled.load(Ordering::Relaxed),
-            rate,
+            pace.as_deref().unwrap_or("pace unlimited"),
         ));
     }
 }
 
 /// The line's middle part: requests ended per second, 429s so far and the
-/// pace's rate.
-fn message(done_per_sec: f64, throttled: u64, rate: Option<f64>) -> String {
-    let pace = match rate {
-        Some(r) => format!("pace {}", crate::tally::per_sec(r)),
-        None => "pace unlimited".to_owned(),
-    };
+/// pace (see [`crate::tally::Tally::pace_now`]).
+fn message(done_per_sec: f64, throttled: u64, pace: &str) -> String {
     format!(
         "{} · {throttled} × 429 · {pace}",
         crate::tally::per_sec(done_per_sec)
@@ -192,10 +190,9 @@ mod tests {
     #[test]
     fn the_message_shows_429s_and_the_pace() {
         assert_eq!(
-            message(13.4899, 3, Some(4.26)),
+            message(13.4899, 3, "pace 4.3/s"),
             "13.5/s · 3 × 429 · pace 4.3/s"
         );
-        assert_eq!(message(0.0, 0, None), "0.0/s · 0 × 429 · pace unlimited");
     }
 
     #[test]

@@ -37,7 +37,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// thousand URLs against a server that throttles still finishes.
 const BATCH_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn config(common: &Common, default_timeout: Duration) -> Config {
+/// The command's configuration, and its fleet (`--redis`) if it has one.
+fn config(
+    common: &Common,
+    default_timeout: Duration,
+) -> (Config, Option<Arc<polite_redis::RedisFleet>>) {
     let mut config = Config {
         timeout: common.timeout.unwrap_or(default_timeout),
         ..Config::default()
@@ -52,8 +56,14 @@ fn config(common: &Common, default_timeout: Duration) -> Config {
     } else {
         polite_client::RedirectPolicy::up_to(common.max_redirects)
     };
-    crate::fleet::apply(&common.fleet, &mut config);
-    config
+    let fleet = crate::fleet::apply(&common.fleet, &mut config);
+    (config, fleet)
+}
+
+/// The tally of a command configured with `config` (final) and `fleet`.
+fn tally(config: &Config, fleet: Option<Arc<polite_redis::RedisFleet>>) -> Arc<Tally> {
+    let watch = fleet.map(|f| crate::fleet::Watch::new(f, config));
+    Arc::new(Tally::new(watch))
 }
 
 /// The command's client: records go to `observe` and to `tally` (for the
@@ -67,9 +77,7 @@ fn client(
     Ok(Client::with_config(config)
         .map_err(|e| Usage(e.to_string()))?
         .observe(move |e| {
-            if let Observed::Record(r) = e {
-                tally.record(r);
-            }
+            tally.observe(e);
             observe(e);
         }))
 }
@@ -141,8 +149,9 @@ pub(crate) fn get(args: &GetArgs) -> Result<u8, Usage> {
     )?;
     let (format, verbose) = (args.common.log_format, args.common.verbose);
     let log = log::Log::new(format, verbose);
-    let tally = Arc::new(Tally::default());
-    let client = client(config(&args.common, DEFAULT_TIMEOUT), &tally, move |e| {
+    let (config, fleet) = config(&args.common, DEFAULT_TIMEOUT);
+    let tally = tally(&config, fleet);
+    let client = client(config, &tally, move |e| {
         log.emit(e);
     })?;
     let token = ctrl_c();
@@ -179,7 +188,7 @@ struct Progress {
 /// `polite wait`.
 pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     let req = request::build("GET", &args.url, &args.common.headers, Bytes::new(), None)?;
-    let mut config = config(&args.common, DEFAULT_TIMEOUT);
+    let (mut config, fleet) = config(&args.common, DEFAULT_TIMEOUT);
     let mut terminal = TerminalStates::EMPTY;
     let named: Vec<&str> = if args.terminal.is_empty() {
         TerminalStates::DEFAULT_NAMES.to_vec()
@@ -246,7 +255,7 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
     let seen = Arc::clone(&progress);
     let line = spinner.clone();
     let log = log::Log::new(format, verbose);
-    let tally = Arc::new(Tally::default());
+    let tally = tally(&config, fleet);
     let client = client(config, &tally, move |e| {
         {
             let mut p = seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -365,7 +374,7 @@ fn unreadable_job(e: &polite_client::Error, field: &str) -> Option<String> {
 /// `polite batch`: URLs on stdin, one per line (blank lines and `#` comments
 /// skipped).
 pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
-    let mut config = config(&args.common, BATCH_TIMEOUT);
+    let (mut config, fleet) = config(&args.common, BATCH_TIMEOUT);
     let timeout = config.timeout;
     config.concurrency = args.concurrency;
     match args.rate {
@@ -382,7 +391,7 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         std::io::stderr().is_terminal() && format == crate::args::LogFormat::Text,
     );
     let tick = bar.clone();
-    let tally = Arc::new(Tally::default());
+    let tally = tally(&config, fleet);
     // What the output knows of the input, shared with the log: an attempt
     // is named by its input line, as its result line is.
     let book = Arc::new(Book::default());
@@ -401,8 +410,8 @@ pub(crate) fn batch(args: &BatchArgs) -> Result<u8, Usage> {
         (None, _) => emit(e),
     })?;
     if let Some(bar) = &bar {
-        let paces = client.clone();
-        bar.rate_from(move || crate::tally::rates(&paces).into_iter().reduce(f64::min));
+        let (paces, tally) = (client.clone(), Arc::clone(&tally));
+        bar.pace_from(move || tally.pace_now(&crate::tally::rates(&paces)));
     }
     // The flags are checked before anything is read or sent: a bad method
     // or header is a usage error, not one error line per URL.

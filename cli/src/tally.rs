@@ -4,19 +4,48 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use polite_core::RetryClass;
+use polite_blocking::Observed;
 use polite_core::record::{AttemptRecord, DelaySource};
+use polite_core::{Notice, RetryClass};
+
+use crate::fleet::Watch;
 
 /// Counts of one command's attempts, retries by class and planned waits by
-/// cause, from the attempt records.
+/// cause, from the attempt records; and its fleet (`--redis`), if any.
 #[derive(Debug, Default)]
-pub(crate) struct Tally(Mutex<Counts>);
+pub(crate) struct Tally {
+    counts: Mutex<Counts>,
+    fleet: Option<Watch>,
+}
 
 #[derive(Debug, Default)]
 struct Counts {
     sent: u64,
     retries: [u64; 3],
     waited: [Duration; 3],
+    /// The last time this process paced alone, Redis refused it (the
+    /// fleet's last notice of a fall-back was `FleetRefused`).
+    refused: bool,
+}
+
+/// What a command's fleet (`--redis`) was asked to keep, and what it did:
+/// the pace part of the summary when there is one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct FleetRun {
+    /// The configured rate (`--rate N/W`): the whole fleet's.
+    pub(crate) rate: Option<(u32, Duration)>,
+    /// Whether the fleet learns its pace from the server's answers (a
+    /// quota from RateLimit headers, the adaptive rate).
+    pub(crate) learns: bool,
+    /// How many processes share the quota (`--fleet-size`).
+    pub(crate) size: u32,
+    /// Sends made on the fleet's pace (permits Redis granted).
+    pub(crate) shared: u64,
+    /// Sends paced alone, at this process's share, while Redis did not
+    /// answer or refused it.
+    pub(crate) alone: u64,
+    /// Why it last paced alone: Redis refused it (else did not answer).
+    pub(crate) refused: bool,
 }
 
 fn class_index(class: RetryClass) -> usize {
@@ -28,9 +57,32 @@ fn class_index(class: RetryClass) -> usize {
 }
 
 impl Tally {
+    /// A tally for a command whose pace is shared by `fleet`, if any.
+    pub(crate) fn new(fleet: Option<Watch>) -> Tally {
+        Tally {
+            counts: Mutex::default(),
+            fleet,
+        }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one observed event: an attempt record, or the fleet's notice
+    /// of why this process paces alone.
+    pub(crate) fn observe(&self, e: Observed<'_>) {
+        match e {
+            Observed::Record(r) => self.record(r),
+            Observed::Notice(Notice::FleetRefused) => self.counts().refused = true,
+            Observed::Notice(Notice::FleetUnavailable) => self.counts().refused = false,
+            Observed::Notice(_) => {}
+        }
+    }
+
     /// Counts one attempt record.
     pub(crate) fn record(&self, r: &AttemptRecord) {
-        let mut c = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut c = self.counts();
         c.sent += 1;
         // A retry is a failed attempt with a next send; a planned wait is
         // every record's, a retry's or a pending poll's (whose source is
@@ -48,11 +100,47 @@ impl Tally {
         }
     }
 
+    /// What the fleet did so far, if the command has one.
+    fn fleet_run(&self) -> Option<FleetRun> {
+        let refused = self.counts().refused;
+        self.fleet.as_ref().map(|f| f.run(refused))
+    }
+
+    /// The progress line's pace part: the rate the pace settled on, or
+    /// the fleet's while Redis answers and this process's share while it
+    /// does not.
+    pub(crate) fn pace_now(&self, rates: &[f64]) -> String {
+        let slowest = rates.iter().copied().reduce(f64::min);
+        let plain = || match slowest {
+            Some(r) => format!("pace {}", per_sec(r)),
+            None => "pace unlimited".to_owned(),
+        };
+        let Some(fleet) = &self.fleet else {
+            return plain();
+        };
+        let run = fleet.run(self.counts().refused);
+        match fleet_pace(slowest, &run, true) {
+            None => plain(),
+            Some(shared) if fleet.up() => shared,
+            Some(_) => format!(
+                "{} alone: {}",
+                plain(),
+                if run.refused {
+                    "Redis refuses this process"
+                } else {
+                    "Redis not answering"
+                }
+            ),
+        }
+    }
+
     /// The summary line: requests sent, retries by class, waits by cause,
     /// the rate the pace settled on (`rates`: one per pace key that has
-    /// one; the slowest is shown) and the command's time.
+    /// one; the slowest is shown; with a fleet, see [`pace_words`]) and the
+    /// command's time.
     pub(crate) fn line(&self, took: Duration, rates: &[f64]) -> String {
-        let c = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let fleet = self.fleet_run();
+        let c = self.counts();
         let secs = |d: Duration| format!("{:.1}s", d.as_secs_f64());
         let [rl, se, tr] = c.retries;
         let [backoff, server, schedule] = c.waited;
@@ -71,25 +159,96 @@ impl Tally {
         if !schedule.is_zero() {
             line.push_str(&format!(", poll schedule {}", secs(schedule)));
         }
-        match rates.iter().copied().reduce(f64::min) {
-            None => line.push_str("; pace unlimited"),
-            Some(r) if rates.len() == 1 => {
-                line.push_str(&format!("; pace settled at {}", per_sec(r)));
-            }
-            Some(r) => line.push_str(&format!(
-                "; pace settled at {} (the slowest of {} paces)",
-                per_sec(r),
-                rates.len()
-            )),
-        }
+        line.push_str("; ");
+        line.push_str(&pace_words(rates, fleet.as_ref()));
         line.push_str(&format!("; {} in all", secs(took)));
         line
     }
 }
 
-/// The rates `client`'s paces settled on, sends per second.
+/// The summary's pace part. Alone: the rate the pace settled on
+/// (`rates`: one per pace key that has one; the slowest is shown). With a
+/// fleet (`fleet`): the fleet's pace, which is in force while Redis
+/// answers (`rates` are then this process's local fallback, its share),
+/// and the sends made alone, if any, and why.
+pub(crate) fn pace_words(rates: &[f64], fleet: Option<&FleetRun>) -> String {
+    let slowest = rates.iter().copied().reduce(f64::min);
+    let of_paces = if rates.len() > 1 {
+        format!(" (the slowest of {} paces)", rates.len())
+    } else {
+        String::new()
+    };
+    let Some((fleet, shared)) = fleet.and_then(|f| Some((f, fleet_pace(slowest, f, false)?)))
+    else {
+        return match slowest {
+            None => "pace unlimited".to_owned(),
+            Some(r) => format!("pace settled at {}{of_paces}", per_sec(r)),
+        };
+    };
+    let why = if fleet.refused {
+        "Redis refused this process"
+    } else {
+        "Redis did not answer"
+    };
+    let alone = match slowest {
+        Some(r) => format!("at {}{of_paces}", per_sec(r)),
+        None => "with no limit".to_owned(),
+    };
+    let sends = |n: u64| format!("{n} send{}", if n == 1 { "" } else { "s" });
+    match (fleet.shared, fleet.alone) {
+        (_, 0) => format!(
+            "{shared} ({} here without Redis{})",
+            slowest.map_or_else(|| "unlimited".to_owned(), per_sec),
+            if rates.len() > 1 {
+                format!("; the slowest of {} paces", rates.len())
+            } else {
+                String::new()
+            }
+        ),
+        (0, n) => format!("{shared}, but {why}: {} paced alone {alone}", sends(n)),
+        (s, n) => format!(
+            "{shared} for {}, {n} paced alone {alone} while {why}",
+            sends(s)
+        ),
+    }
+}
+
+/// The fleet's pace, as the summary and the progress line name it: the
+/// configured rate, the whole fleet's (`at most` once this process's share
+/// was cut by 429s, `slowest`: the adaptive rate, which the fleet keeps
+/// too), or a pace the fleet learns (said `short`ly on the progress line).
+/// `None` when the fleet paces nothing.
+fn fleet_pace(slowest: Option<f64>, fleet: &FleetRun, short: bool) -> Option<String> {
+    match fleet.rate {
+        Some((n, window)) => {
+            let secs = window.as_secs_f64();
+            let share = f64::from(n.div_ceil(fleet.size.max(1))) / secs;
+            let cut = slowest.is_some_and(|r| r < share * (1.0 - 1e-9));
+            Some(format!(
+                "fleet pace {}{} on Redis",
+                if cut { "at most " } else { "" },
+                per_sec(f64::from(n) / secs)
+            ))
+        }
+        None if fleet.learns && short => Some("fleet pace on Redis".to_owned()),
+        None if fleet.learns => {
+            Some("fleet pace on Redis, learnt from the server's answers".to_owned())
+        }
+        None => None,
+    }
+}
+
+/// The rates `client`'s paces settled on, sends per second. The empty key
+/// is left out: this CLI paces by origin, and a batch fed from a stream
+/// makes the client's pace of that key only to label its metrics (it
+/// paces no send; counted, it made one origin "the slowest of 2 paces").
 pub(crate) fn rates(client: &polite_blocking::Client) -> Vec<f64> {
-    client.pace_rates().into_iter().map(|(_, r)| r).collect()
+    client
+        .pace_rates()
+        .into_iter()
+        .filter(|(key, _)| !key.as_str().is_empty())
+        .map(|(_, r)| r)
+        .collect()
 }
 
 /// A rate for people: `4.2/s`, `0.05/s`, `0.0/s`.
@@ -167,5 +326,68 @@ mod tests {
             t.line(Duration::ZERO, &[3.0, 0.04])
                 .contains("; pace settled at 0.04/s (the slowest of 2 paces);")
         );
+    }
+
+    /// With a fleet (`--redis`), the summary names the fleet's pace, in
+    /// force while Redis answers, not this process's local fallback share
+    /// (which it once called "pace settled at 10.0/s" for a fleet of 2 at
+    /// --rate 20/1s), and says how many sends went alone, and why.
+    #[test]
+    fn with_a_fleet_the_line_names_the_fleet_s_pace_and_the_sends_made_alone() {
+        let run = FleetRun {
+            rate: Some((20, Duration::from_secs(1))),
+            learns: true,
+            size: 2,
+            shared: 6,
+            alone: 0,
+            refused: false,
+        };
+        let share = [10.0];
+        assert_eq!(
+            pace_words(&share, Some(&run)),
+            "fleet pace 20.0/s on Redis (10.0/s here without Redis)"
+        );
+        // Some sends alone: how many, at what, and why.
+        let fell = FleetRun { alone: 4, ..run };
+        assert_eq!(
+            pace_words(&share, Some(&fell)),
+            "fleet pace 20.0/s on Redis for 6 sends, 4 paced alone at 10.0/s while Redis did not answer"
+        );
+        let never = FleetRun {
+            shared: 0,
+            alone: 1,
+            refused: true,
+            ..run
+        };
+        assert_eq!(
+            pace_words(&share, Some(&never)),
+            "fleet pace 20.0/s on Redis, but Redis refused this process: 1 send paced alone at 10.0/s"
+        );
+        // 429s cut the share: the fleet's rate is then a ceiling.
+        assert_eq!(
+            pace_words(&[7.0, 9.5], Some(&run)),
+            "fleet pace at most 20.0/s on Redis (7.0/s here without Redis; the slowest of 2 paces)"
+        );
+        // A share rounded up (5 for 3 processes: 2 each) is no cut.
+        let odd = FleetRun {
+            rate: Some((5, Duration::from_secs(1))),
+            size: 3,
+            ..run
+        };
+        assert!(pace_words(&[2.0], Some(&odd)).starts_with("fleet pace 5.0/s on Redis ("));
+        // No --rate: the fleet learns its pace; the CLI knows only its share.
+        let learnt = FleetRun { rate: None, ..run };
+        assert_eq!(
+            pace_words(&[], Some(&learnt)),
+            "fleet pace on Redis, learnt from the server's answers (unlimited here without Redis)"
+        );
+        // --rate none: the fleet paces nothing either.
+        let none = FleetRun {
+            learns: false,
+            ..learnt
+        };
+        assert_eq!(pace_words(&[], Some(&none)), "pace unlimited");
+        // Without a fleet, as before.
+        assert_eq!(pace_words(&share, None), "pace settled at 10.0/s");
     }
 }

@@ -410,3 +410,71 @@ fn a_fleet_size_without_redis_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--redis"), "{err}");
 }
+
+/// `polite batch --rate 20/1s --fleet-size 2 --redis REDIS` of 4 items
+/// against a fresh lab: its stderr (it succeeded).
+fn batch_of_a_fleet_of_two(redis_url: &str, prefix: &str) -> String {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let args: Vec<String> = [
+        "--rate",
+        "20/1s",
+        "--timeout",
+        "10s",
+        "--redis",
+        redis_url,
+        "--redis-key-prefix",
+        prefix,
+        "--fleet-size",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    let urls: String = (0..4)
+        .map(|i| lab.url(&format!("/items/s{i}")) + "\n")
+        .collect();
+    let out = spawn(&args, &urls).wait_with_output().expect("it ends");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(ok_lines(&out), 4, "{err}");
+    err
+}
+
+/// The summary of a batch on a fleet's pace names the fleet's rate, the
+/// one in force while Redis answers, not this process's fallback share
+/// (it said "pace settled at 10.0/s" for --rate 20/1s in a fleet of 2: a
+/// user read that the batch ran at half the rate asked for).
+#[test]
+fn a_fleet_batch_s_summary_names_the_fleet_s_pace_not_its_fallback_share() {
+    let Some(binary) = Redis::find_or_skip() else {
+        return;
+    };
+    let redis = Redis::start(&binary);
+    let err = batch_of_a_fleet_of_two(&redis.url(), "summary:");
+    assert!(!err.contains("pace settled at 10.0/s"), "{err}");
+    assert!(err.contains("; fleet pace 20.0/s on Redis"), "{err}");
+    // (A step slower than the fleet's timeout on a loaded machine makes
+    // some sends go alone, and the summary says so instead.)
+    if !err.contains("does not answer") {
+        assert!(
+            err.contains("; fleet pace 20.0/s on Redis (10.0/s here without Redis);"),
+            "{err}"
+        );
+    }
+}
+
+/// A batch whose Redis never answers says that every send went alone, at
+/// this process's share, and why.
+#[test]
+fn a_fleet_batch_without_its_redis_says_its_sends_went_alone() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let err = batch_of_a_fleet_of_two(&format!("redis://127.0.0.1:{port}/"), "polite:");
+    assert!(
+        err.contains(
+            "; fleet pace 20.0/s on Redis, but Redis did not answer: 4 sends paced alone at 10.0/s;"
+        ),
+        "{err}"
+    );
+}
