@@ -32,7 +32,7 @@ use crate::pace::ClientPace;
 use crate::paces::{ClientBudget, PaceKey, Paces};
 use crate::runtime::Runtime;
 use crate::stream::{BatchOrder, BatchStream};
-use crate::trace::{self, trace_record};
+use crate::trace;
 use crate::transport::{Cancel, Clock, NeverCancel, Transport};
 use tracing::Instrument;
 
@@ -738,11 +738,18 @@ where
         SplitMix64::new(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
-    fn observer<'m>(&'m self, meter: &'m CallMeter) -> Tracing<'m> {
+    /// The call's observer; `servers` names each item's server for its
+    /// attempt events (a batch's; `|_| None` for a call whose span names
+    /// it).
+    fn observer<'m, S>(&'m self, meter: &'m CallMeter, servers: S) -> Tracing<'m, S>
+    where
+        S: Fn(u32) -> Option<trace::Server>,
+    {
         Tracing {
             observer: self.observer.as_deref(),
             meter,
             fleet: self.shared.config.fleet.as_deref(),
+            servers,
         }
     }
 
@@ -812,7 +819,7 @@ where
                 &mut machine,
                 &mut io,
                 &mut classify,
-                &mut self.observer(&meter),
+                &mut self.observer(&meter, |_| None),
             )
             .instrument(span.clone())
             .await;
@@ -1155,11 +1162,16 @@ where
                 client: config.classify.as_ref(),
                 call: &mut no_jobs,
             };
+            // The batch's span is one for all its items: each attempt
+            // event names its item's server (looked up only when the
+            // event is written).
+            let servers = io.servers();
+            let servers = |item| servers.as_ref().and_then(|s| s.server(item));
             let done = drive::drive(
                 &mut machine,
                 &mut io,
                 &mut classify,
-                &mut self.observer(&meter),
+                &mut self.observer(&meter, servers),
             )
             .instrument(span.clone())
             .await;
@@ -1251,18 +1263,21 @@ type RecordObserver = Arc<dyn Fn(Observed<'_>) + Send + Sync>;
 /// Records and notices to `tracing`, the call's metrics and the client's
 /// observer, with the fleet's notices (SPEC §4.3: its store stopped
 /// answering, or answers again) as they come, at the next record.
-struct Tracing<'o> {
+struct Tracing<'o, S> {
     observer: Option<&'o (dyn Fn(Observed<'_>) + Send + Sync)>,
     meter: &'o CallMeter,
     fleet: Option<&'o dyn crate::fleet::Fleet>,
+    /// Each item's server, for its attempt events (asked only when one is
+    /// written).
+    servers: S,
 }
 
-impl Observe for Tracing<'_> {
+impl<S: Fn(u32) -> Option<trace::Server>> Observe for Tracing<'_, S> {
     fn record(&mut self, record: &AttemptRecord) {
         if let Some(notice) = self.fleet.and_then(|f| f.take_notice()) {
             self.notice(notice);
         }
-        trace_record(record);
+        trace::trace_attempt(record, || (self.servers)(record.id.item));
         self.meter.record(record);
         if let Some(o) = self.observer {
             o(Observed::Record(record));

@@ -18,6 +18,7 @@ use crate::items::ItemSlots;
 use crate::meter::CallMeter;
 use crate::options::{CallOptions, Session};
 use crate::redirect::{Chain, Next, RedirectPolicy};
+use crate::trace::Server;
 use crate::transport::{Cancel, Clock, Transport};
 
 /// One call's `Io`: the requests it may send (indexed by `SendId::item`),
@@ -253,6 +254,17 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         self
     }
 
+    /// Where a streaming batch's items in progress go, for their attempt
+    /// events (`None` for a call over a slice: a `send` or `wait`, whose
+    /// span names its server). One reference count per batch; the item's
+    /// request is looked up only when an event asks.
+    pub(crate) fn servers(&self) -> Option<ItemServers> {
+        match (&self.requests, &self.shared) {
+            (Requests::Pulled(_), Shared::Own(own)) => Some(ItemServers(Arc::clone(own))),
+            _ => None,
+        }
+    }
+
     /// How many items a streaming batch has pulled so far (0 otherwise).
     #[must_use]
     pub fn pulled(&self) -> u32 {
@@ -276,6 +288,26 @@ impl<'a, T, K, C> HttpIo<'a, T, K, C> {
         failures(&self.shared)
             .get_mut(&item)
             .and_then(|f| f.failure.error.take())
+    }
+}
+
+/// A streaming batch's requests of the items in progress, as its `Io`
+/// keeps them (see [`HttpIo::servers`]).
+#[derive(Debug)]
+pub(crate) struct ItemServers(Arc<Mutex<Failures>>);
+
+impl ItemServers {
+    /// Item `item`'s server (its request's host and port): `None` once the
+    /// item has ended, or when its URL names none. Records are observed
+    /// before their item ends, so an attempt's item is still there.
+    pub(crate) fn server(&self, item: u32) -> Option<Server> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(item as usize))?
+            .request
+            .as_ref()
+            .and_then(|r| Server::of(r.uri()))
     }
 }
 

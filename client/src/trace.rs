@@ -1,7 +1,9 @@
 //! Attempt records as `tracing` events (target `polite`).
 //!
 //! Records hold ids, statuses, error kinds, durations and reasons — never a
-//! header value, a URL, a query string or a body.
+//! header value, a URL, a query string or a body. A batch's events also
+//! name their item's server (`server.address`, `server.port`: its host and
+//! port only), as a call's span does.
 
 use polite_core::record::AttemptRecord;
 
@@ -40,6 +42,49 @@ use polite_core::record::AttemptRecord;
 /// assert!(text.contains("attempt=1 http.request.resend_count=0"), "{text}");
 /// ```
 pub fn trace_record(r: &AttemptRecord) {
+    trace_attempt(r, || None);
+}
+
+/// Where an attempt went, for its event: its request's host and port
+/// (never user info, a path or a query; SPEC §5.1). Made only when the
+/// event is written.
+pub(crate) struct Server {
+    /// The request's authority (a reference-counted copy); only its host
+    /// is written.
+    authority: http::uri::Authority,
+    port: Option<u16>,
+}
+
+impl Server {
+    /// `uri`'s server: `None` without an authority.
+    pub(crate) fn of(uri: &http::Uri) -> Option<Server> {
+        Some(Server {
+            authority: uri.authority()?.clone(),
+            port: port_of(uri),
+        })
+    }
+}
+
+/// `uri`'s port: its own, or its scheme's default.
+fn port_of(uri: &http::Uri) -> Option<u16> {
+    uri.port_u16().or(match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    })
+}
+
+/// [`trace_record`] with the attempt's `server.address` and `server.port`
+/// from `server` (a batch's events: its span is one for all its items, and
+/// names no server). `server` is called only when the event is enabled,
+/// and at most once: with tracing off, nothing is looked up.
+pub(crate) fn trace_attempt(r: &AttemptRecord, server: impl FnOnce() -> Option<Server>) {
+    let server = std::cell::Cell::new(Some(server));
+    let cell = std::cell::OnceCell::new();
+    let found = || {
+        cell.get_or_init(|| server.take().and_then(|f| f()))
+            .as_ref()
+    };
     let next_ms = r
         .next
         .map(|n| u64::try_from(n.delay.as_millis()).unwrap_or(u64::MAX));
@@ -52,6 +97,8 @@ pub fn trace_record(r: &AttemptRecord) {
                 $lvl,
                 request = r.request.0,
                 item = r.id.item,
+                server.address = found().map(|s| s.authority.host()),
+                server.port = found().and_then(|s| s.port),
                 // Counted from 1, as the CLI's logs count attempts; the
                 // OpenTelemetry field counts the sends before this one.
                 attempt = u64::from(r.id.attempt) + 1,
@@ -94,13 +141,7 @@ pub(crate) fn call_span(
     // The fields below are computed only when the span is enabled (the
     // macro asks the subscriber first): with no subscriber, no port is
     // parsed and no URL written.
-    let port = || {
-        uri.port_u16().or(match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") => Some(80),
-            _ => None,
-        })
-    };
+    let port = || port_of(uri);
     macro_rules! span {
         ($name:literal) => {
             tracing::info_span!(
@@ -194,4 +235,49 @@ pub(crate) fn error_type(outcome: &polite_core::Outcome) -> Option<&'static str>
         O::Stale => "stale",
         _ => "other",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use polite_core::record::{AttemptRecord, RetryAfterNote};
+    use polite_core::{Reply, RequestId, SendId};
+
+    use super::{Server, trace_attempt};
+
+    /// With the event off (no subscriber, or its level filtered out) the
+    /// server is not looked up; with it on, once for both fields.
+    #[test]
+    fn the_server_is_looked_up_only_for_an_event_written_and_once() {
+        let ok = AttemptRecord {
+            request: RequestId(1),
+            id: SendId::default(),
+            reply: Reply::Status(200),
+            class: None,
+            retry_after: RetryAfterNote::Absent,
+            next: None,
+            outcome: None,
+        };
+        let uri: http::Uri = "http://u:pw@h.test:81/p?q=1".parse().unwrap();
+        let looked = Cell::new(0);
+        let lookup = || {
+            looked.set(looked.get() + 1);
+            Server::of(&uri)
+        };
+        trace_attempt(&ok, lookup);
+        assert_eq!(looked.get(), 0, "no subscriber");
+        let info = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(info, || trace_attempt(&ok, lookup));
+        assert_eq!(looked.get(), 0, "a DEBUG event under an INFO subscriber");
+        let debug = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(debug, || trace_attempt(&ok, lookup));
+        assert_eq!(looked.get(), 1, "once for address and port");
+    }
 }

@@ -199,3 +199,109 @@ fn the_attribute_names_arrive_in_opentelemetry_as_the_conventions_spell_them() {
     assert_eq!(attr("http.request.resend_count").as_deref(), Some("1"));
     assert_eq!(call.events.len(), 2, "one event per attempt");
 }
+
+/// A request of a batch item, for `url`.
+fn item(url: &str) -> http::Request<bytes::Bytes> {
+    http::Request::get(url).body(bytes::Bytes::new()).unwrap()
+}
+
+/// A batch has one span for all its items, over any number of servers:
+/// each attempt event names its item's server (host and port only, never
+/// the URL's user info, path or query; SPEC §5.1).
+#[test]
+fn a_batchs_attempt_events_name_their_items_server() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(captured.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        // Item 0's first send gets a 503 (two attempts), the others a 200.
+        let script = Script::of(&[(503, &[], "")]);
+        let client: Client<Sim, Script> = Client::with_transport(script, quiet()).unwrap();
+        let results = client
+            .batch(vec![
+                item("http://user:secret@127.0.0.1:9/x?token=abc"),
+                item("http://localhost:8080/y"),
+                item("https://api.test/z"),
+            ])
+            .unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    });
+    let spans = captured.0.lock().unwrap().clone();
+    let batch = spans
+        .iter()
+        .find(|s| s.name == "polite.batch")
+        .expect("a span per batch");
+    let attempts: Vec<_> = batch
+        .events
+        .iter()
+        .filter(|e| e.get("message").is_some_and(|m| m == "attempt"))
+        .collect();
+    assert_eq!(attempts.len(), 4, "{attempts:?}");
+    let want = ["127.0.0.1:9", "localhost:8080", "api.test:443"];
+    for e in &attempts {
+        let item: usize = e["item"].parse().unwrap();
+        let server = format!(
+            "{}:{}",
+            e.get("server.address").map_or("", String::as_str),
+            e.get("server.port").map_or("", String::as_str)
+        );
+        assert_eq!(server, want[item], "{e:?}");
+    }
+    let all = format!("{spans:?}");
+    for secret in ["secret", "abc", "user", "token", "/x"] {
+        assert!(!all.contains(secret), "{secret:?} in {all}");
+    }
+}
+
+/// The same, as a `fmt` subscriber writes it: one line per attempt, its
+/// item's host and port in it, no credential.
+#[test]
+fn a_batchs_attempt_lines_name_their_server_and_no_credential() {
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let out = Sink::default();
+    let sink = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let client: Client<Sim, Script> =
+            Client::with_transport(Script::default(), quiet()).unwrap();
+        let results = client
+            .batch(vec![
+                item("http://user:secret@127.0.0.1:9/x?token=abc"),
+                item("http://localhost:8080/y"),
+            ])
+            .unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    });
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" attempt ")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (item, server) in [
+        (0, "127.0.0.1\" server.port=9"),
+        (1, "localhost\" server.port=8080"),
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!(" item={item} ")))
+            .unwrap_or_else(|| panic!("no event of item {item}: {text}"));
+        assert!(
+            line.contains(&format!("server.address=\"{server}")),
+            "{line}"
+        );
+    }
+    for secret in ["secret", "abc", "user"] {
+        assert!(!text.contains(secret), "{secret:?} in {text}");
+    }
+}
