@@ -323,3 +323,98 @@ fn a_batch_over_two_origins_labels_each_item_by_its_own_origin() {
     assert!(histogram(&all, "polite_call_duration_seconds", &on_a).is_empty());
     assert_eq!(gauge(&all, "polite_calls_in_flight", &on_b), Some(0.0));
 }
+
+/// The metrics of a snapshot, as [`recorded`] lists them.
+fn metrics_of(snapshot: metrics_util::debugging::Snapshot) -> Vec<Metric> {
+    snapshot
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            Metric {
+                name: key.name().to_owned(),
+                labels: key
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect(),
+                value,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_fed_from_a_stream_carries_its_first_requests_origin() {
+    // The stream's first request is not there when the batch starts: the
+    // batch takes its origin when it arrives (it was labelled `""`).
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let c = client(Config {
+        timeout: Duration::from_secs(20),
+        concurrency: 2,
+        ..Config::default()
+    });
+    let origin = origin(&lab);
+    let call = [("call", "batch"), ("origin", origin.as_str())];
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // A snapshot drains what it reads (gauges too): the one taken while
+    // the batch runs and the one after it, together, are all of it.
+    let mut all = Vec::new();
+    metrics::with_local_recorder(&recorder, || {
+        let (mut tx, rx) = futures_channel::mpsc::channel(4);
+        tx.try_send(get(lab.url("/items/0"))).unwrap();
+        let mut stream = c
+            .batch_from_stream(rx, polite_blocking::BatchOrder::Input)
+            .unwrap();
+        // Results taken on this thread (the recorder is this thread's).
+        let (i, first) = stream.next_result().unwrap();
+        assert!(i == 0 && first.is_ok(), "{first:?}");
+        // The feed is open: the batch runs, in flight under the origin.
+        all = metrics_of(snapshotter.snapshot());
+        assert_eq!(gauge(&all, "polite_calls_in_flight", &call), Some(1.0));
+        tx.try_send(get(lab.url("/items/1"))).unwrap();
+        drop(tx);
+        let (i, second) = stream.next_result().unwrap();
+        assert!(i == 1 && second.is_ok(), "{second:?}");
+        assert!(stream.next_result().is_none());
+    });
+    let after = metrics_of(snapshotter.snapshot());
+    // ... and no longer after it.
+    assert_eq!(gauge(&after, "polite_calls_in_flight", &call), Some(-1.0));
+    all.extend(after);
+    assert_eq!(
+        histogram(&all, "polite_call_duration_seconds", &call).len(),
+        1
+    );
+    assert_eq!(counter(&all, "polite_attempts_total", &call), 2);
+    let unlabelled: Vec<_> = all
+        .iter()
+        .filter(|m| m.labels.get("origin").is_some_and(String::is_empty))
+        .collect();
+    assert!(unlabelled.is_empty(), "{unlabelled:?}");
+}
+
+#[test]
+fn a_batch_fed_from_an_empty_stream_is_never_in_flight_and_has_no_origin() {
+    let c = client(Config::default());
+    let all = recorded(|| {
+        let (tx, rx) = futures_channel::mpsc::channel::<http::Request<Bytes>>(1);
+        drop(tx);
+        let mut stream = c
+            .batch_from_stream(rx, polite_blocking::BatchOrder::Input)
+            .unwrap();
+        assert!(stream.next_result().is_none());
+    });
+    // Its duration under the documented empty origin; never counted in
+    // flight (it had no origin to be counted under).
+    let call = [("call", "batch"), ("origin", "")];
+    assert_eq!(
+        histogram(&all, "polite_call_duration_seconds", &call).len(),
+        1
+    );
+    assert!(
+        find(&all, "polite_calls_in_flight", &[]).is_empty(),
+        "{:?}",
+        find(&all, "polite_calls_in_flight", &[])
+    );
+}

@@ -1087,22 +1087,24 @@ where
         let now = clock.now();
         let paces = &self.shared.paces;
         // The batch's duration and in-flight metrics are labelled with its
-        // first request's key (a stream's first request is not there yet:
-        // the client's key then); each item's own, with the item's key.
+        // first request's key; each item's own, with the item's key. A
+        // stream's first request is not there yet (nor an empty
+        // iterator's): the batch takes its key when that request is
+        // numbered, and is counted in flight from then.
         let first_request = match &mut input {
             Input::Iter(iter) => iter.peek(),
             Input::Stream(_) => None,
         };
-        let key = first_request.map_or_else(
-            || PaceKey::new(""),
-            |first| {
-                CallOptions::of(first)
+        let meter = match first_request {
+            Some(first) => {
+                let key = CallOptions::of(first)
                     .pace_key
-                    .unwrap_or_else(|| paces.key_of(first))
-            },
-        );
+                    .unwrap_or_else(|| paces.key_of(first));
+                CallMeter::start("batch", &key, &paces.get(&key, now), now)
+            }
+            None => CallMeter::start_batch(now),
+        };
         let first = crate::stream::reserve_ids(&self.shared.ids);
-        let meter = CallMeter::start("batch", &key, &paces.get(&key, now), now);
         // One pace (and retry budget) per key (SPEC §4.2): each request's
         // key is numbered as it is pulled, and given back when it ends.
         let keyed = BatchPaces::new(paces, meter.clone());

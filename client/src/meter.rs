@@ -49,6 +49,10 @@ mod off {
         ) -> Self {
             CallMeter
         }
+        #[inline]
+        pub(crate) fn start_batch(_: Instant) -> Self {
+            CallMeter
+        }
         /// The call's pace: the shared handle itself.
         #[inline]
         pub(crate) fn pace(&self, pace: Arc<Mutex<ClientPace>>) -> Arc<Mutex<ClientPace>> {
@@ -84,7 +88,7 @@ pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
 
 #[cfg(feature = "metrics")]
 mod on {
-    use std::sync::{Arc, Mutex, PoisonError};
+    use std::sync::{Arc, Mutex, OnceLock, PoisonError};
     use std::time::{Duration, Instant};
 
     use metrics::SharedString;
@@ -137,8 +141,11 @@ mod on {
     struct Inner {
         call: &'static str,
         /// The call's key: its request's, or a batch's first item's (the
-        /// label of the call-wide duration and in-flight metrics).
-        origin: Origin,
+        /// label of the call-wide duration and in-flight metrics). A batch
+        /// whose first request is not there when it starts (one fed from a
+        /// stream) has none until that request arrives: it is counted in
+        /// flight from then.
+        origin: OnceLock<Origin>,
         started: Instant,
         /// A batch's items in progress, by the key each is paced by: the
         /// label of each item's own attempts, waits and outcome.
@@ -150,10 +157,25 @@ mod on {
 
     impl Drop for Inner {
         fn drop(&mut self) {
-            // Also when the call's future is dropped half-way.
-            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => self.call, "origin" => self.origin.label.clone())
-                .decrement(1.0);
+            // Also when the call's future is dropped half-way; nothing for
+            // a batch that never had a request (never counted).
+            if let Some(origin) = self.origin.get() {
+                metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => self.call, "origin" => origin.label.clone())
+                    .decrement(1.0);
+            }
         }
+    }
+
+    /// The label of `origin`; `""` for none (a stream-fed batch that ended
+    /// before its first request arrived: it has no origin).
+    fn label(origin: Option<&Origin>) -> SharedString {
+        origin.map_or(SharedString::const_str(""), |o| o.label.clone())
+    }
+
+    /// Counts `call` in flight under `origin`'s label.
+    fn in_flight(call: &'static str, origin: &Origin) {
+        metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => call, "origin" => origin.label.clone())
+            .increment(1.0);
     }
 
     fn class_label(class: Option<RetryClass>) -> &'static str {
@@ -196,11 +218,25 @@ mod on {
             now: Instant,
         ) -> Self {
             let origin = Origin::new(key, Arc::clone(pace));
-            metrics::gauge!(m::CALLS_IN_FLIGHT, "call" => call, "origin" => origin.label.clone())
-                .increment(1.0);
+            in_flight(call, &origin);
             CallMeter(Arc::new(Inner {
                 call,
-                origin,
+                origin: OnceLock::from(origin),
+                started: now,
+                items: Mutex::default(),
+                pending: Mutex::default(),
+            }))
+        }
+
+        /// A batch's meter when its first request is not there yet (fed
+        /// from a stream): the batch takes its first item's key when that
+        /// item is numbered ([`item`](Self::item)), and is counted in
+        /// flight from then. One that ends before any request arrives
+        /// records its duration under origin `""`.
+        pub(crate) fn start_batch(now: Instant) -> Self {
+            CallMeter(Arc::new(Inner {
+                call: "batch",
+                origin: OnceLock::new(),
                 started: now,
                 items: Mutex::default(),
                 pending: Mutex::default(),
@@ -210,7 +246,7 @@ mod on {
         /// The call's pace, metered under the call's key.
         pub(crate) fn pace(&self, pace: Arc<Mutex<ClientPace>>) -> CallPace {
             let origin = Origin {
-                label: self.0.origin.label.clone(),
+                label: label(self.0.origin.get()),
                 pace,
             };
             self.key_pace(&origin)
@@ -226,8 +262,13 @@ mod on {
             }
         }
 
-        /// A batch's item `item` is paced by `origin` until it ends.
+        /// A batch's item `item` is paced by `origin` until it ends. The
+        /// first item of a batch that started without its key
+        /// ([`start_batch`](Self::start_batch)) gives the batch its key.
         pub(crate) fn item(&self, item: u32, origin: &Origin) {
+            if self.0.origin.get().is_none() && self.0.origin.set(origin.clone()).is_ok() {
+                in_flight(self.0.call, origin);
+            }
             self.0
                 .items
                 .lock()
@@ -236,19 +277,19 @@ mod on {
         }
 
         /// The key item `item` is paced by: its own in a batch, else the
-        /// call's.
-        fn origin_of(&self, item: u32) -> Origin {
+        /// call's (`None` only for a batch that has had no request).
+        fn origin_of(&self, item: u32) -> Option<Origin> {
             let i = &self.0;
             i.items
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .get(&item)
-                .unwrap_or(&i.origin)
-                .clone()
+                .or_else(|| i.origin.get())
+                .cloned()
         }
 
-        fn wait(&self, origin: &Origin, cause: &'static str, d: Duration) {
-            metrics::histogram!(m::WAIT_SECONDS, "call" => self.0.call, "origin" => origin.label.clone(), "cause" => cause)
+        fn wait(&self, origin: Option<&Origin>, cause: &'static str, d: Duration) {
+            metrics::histogram!(m::WAIT_SECONDS, "call" => self.0.call, "origin" => label(origin), "cause" => cause)
                 .record(d.as_secs_f64());
         }
 
@@ -256,7 +297,7 @@ mod on {
         pub(crate) fn record(&self, r: &AttemptRecord) {
             let i = &self.0;
             let origin = self.origin_of(r.id.item);
-            metrics::counter!(m::ATTEMPTS_TOTAL, "call" => i.call, "origin" => origin.label.clone(), "class" => class_label(r.class))
+            metrics::counter!(m::ATTEMPTS_TOTAL, "call" => i.call, "origin" => label(origin.as_ref()), "class" => class_label(r.class))
                 .increment(1);
             if let Some(next) = r.next {
                 i.pending
@@ -264,7 +305,9 @@ mod on {
                     .unwrap_or_else(PoisonError::into_inner)
                     .insert(r.id.item, next);
             }
-            origin.rate();
+            if let Some(origin) = origin {
+                origin.rate();
+            }
         }
 
         /// A send goes out at `now`: a retry, and the planned delay before it.
@@ -272,7 +315,7 @@ mod on {
             let i = &self.0;
             let origin = self.origin_of(plan.id.item);
             if plan.id.attempt > 0 {
-                metrics::counter!(m::RETRIES_TOTAL, "call" => i.call, "origin" => origin.label.clone())
+                metrics::counter!(m::RETRIES_TOTAL, "call" => i.call, "origin" => label(origin.as_ref()))
                     .increment(1);
             }
             let planned = i
@@ -281,7 +324,7 @@ mod on {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&plan.id.item);
             if let Some(p) = planned {
-                self.wait(&origin, cause_label(p.source), passed(&p, now()));
+                self.wait(origin.as_ref(), cause_label(p.source), passed(&p, now()));
             }
         }
 
@@ -295,8 +338,8 @@ mod on {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&item)
-                .unwrap_or_else(|| i.origin.clone());
-            metrics::counter!(m::OUTCOMES_TOTAL, "call" => i.call, "origin" => origin.label.clone(), "outcome" => super::outcome_label(outcome))
+                .or_else(|| i.origin.get().cloned());
+            metrics::counter!(m::OUTCOMES_TOTAL, "call" => i.call, "origin" => label(origin.as_ref()), "outcome" => super::outcome_label(outcome))
                 .increment(1);
             let planned = i
                 .pending
@@ -304,7 +347,7 @@ mod on {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&item);
             if let Some(p) = planned {
-                self.wait(&origin, cause_label(p.source), passed(&p, now()));
+                self.wait(origin.as_ref(), cause_label(p.source), passed(&p, now()));
             }
         }
 
@@ -312,7 +355,8 @@ mod on {
         /// ended during (as far as they went), the pace's rate.
         pub(crate) fn finish(&self, now: Instant) {
             let i = &self.0;
-            metrics::histogram!(m::CALL_DURATION_SECONDS, "call" => i.call, "origin" => i.origin.label.clone())
+            let origin = i.origin.get();
+            metrics::histogram!(m::CALL_DURATION_SECONDS, "call" => i.call, "origin" => label(origin))
                 .record(now.saturating_duration_since(i.started).as_secs_f64());
             let pending: Vec<(u32, PlannedDelay)> = i
                 .pending
@@ -322,12 +366,14 @@ mod on {
                 .collect();
             for (item, p) in pending {
                 self.wait(
-                    &self.origin_of(item),
+                    self.origin_of(item).as_ref(),
                     cause_label(p.source),
                     passed(&p, now),
                 );
             }
-            i.origin.rate();
+            if let Some(origin) = origin {
+                origin.rate();
+            }
         }
     }
 
@@ -348,7 +394,7 @@ mod on {
         fn flush(&mut self) {
             for (d, cause) in self.held.iter_mut().zip(["pace", "cool_down"]) {
                 if !d.is_zero() {
-                    self.meter.wait(&self.origin, cause, *d);
+                    self.meter.wait(Some(&self.origin), cause, *d);
                     *d = Duration::ZERO;
                 }
             }

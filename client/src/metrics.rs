@@ -11,7 +11,7 @@
 //! | `polite_outcomes_total` | counter | requests | `call`, `origin`, `outcome` | logical requests ended (a batch counts each item): `succeeded`, `terminal` (a job reached a terminal state), or the `error.type` of the span (`retries_exhausted`, `rate_limited`, `timed_out`, `cancelled`, `starved`, ...) |
 //! | `polite_call_duration_seconds` | histogram | seconds | `call`, `origin` | a call's end-to-end time (a batch: the whole batch) |
 //! | `polite_wait_seconds` | histogram | seconds | `call`, `origin`, `cause` | time a call spent waiting before a send, one value per wait and cause: `backoff` and `retry_after` (the machine's planned delay, as much of it as passed), `schedule` (a job poll's interval), `pace` (the client's throttle or adaptive rate held the send) and `cool_down` (a server's `Retry-After` or `RateLimit` pause, seen by any call sharing the pace) |
-//! | `polite_calls_in_flight` | gauge | calls | `call`, `origin` | calls started and not yet ended |
+//! | `polite_calls_in_flight` | gauge | calls | `call`, `origin` | calls started and not yet ended (a batch fed from a stream: from its first request on, see below) |
 //! | `polite_pace_requests_per_second` | gauge | sends/s | `origin` | the rate the pace settled on: its throttle's limit per window, or the adaptive rate once a 429 enabled it (whichever is lower); not set while the pace is unlimited |
 //!
 //! Labels are bounded: `call` is `send`, `wait` or `batch`; `origin` is
@@ -24,8 +24,13 @@
 //! the values above. A batch paces each item by its own key (SPEC §4.2), and
 //! labels each item's attempts, retries, waits and outcome with that key;
 //! its call-wide `polite_call_duration_seconds` and
-//! `polite_calls_in_flight` carry its first item's key. A batch's pace
-//! waits are the time a key's next send was held.
+//! `polite_calls_in_flight` carry its first item's key. A batch whose first
+//! request is not there when it starts (fed from a stream,
+//! [`Client::batch_from_stream`](crate::Client::batch_from_stream), or over
+//! an empty iterator) takes that key when its first request arrives, and is
+//! counted in flight from then; one that ends without any request is never
+//! counted in flight, and records its duration under `origin=""` (it has no
+//! origin). A batch's pace waits are the time a key's next send was held.
 //!
 //! The waits by cause come from two places: a planned delay is in every
 //! attempt record, and is counted when the next send goes out (or, if the
