@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_channel::mpsc;
-use polite_blocking::{BatchOrder, CancelToken, Client, Config};
+use polite_blocking::{BatchOrder, CancelToken, Client, Config, Throttle};
 use polite_core::Outcome;
 use polite_lab::{Lab, LabConfig};
 
@@ -138,4 +138,37 @@ fn a_request_fed_later_is_sent_when_it_comes_and_the_feed_ending_ends_the_batch(
             (1, Some(b"{\"item\":\"1\"}".to_vec()))
         ]
     );
+}
+
+/// A batch fed from a stream makes a pace only for the keys of the
+/// requests it is fed: its call is labelled by its first request once that
+/// comes, not by a pace of the empty key made at its start (which the
+/// CLI's summary counted as a second pace: "the slowest of 2 paces").
+#[test]
+fn a_fed_batch_paces_only_the_keys_of_its_requests() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let client = Client::with_config(Config {
+        concurrency: 2,
+        timeout: Duration::from_secs(30),
+        throttle: Some(Throttle::new(100, Duration::from_secs(1))),
+        ..Config::default()
+    })
+    .unwrap();
+    let (mut tx, rx) = mpsc::channel(8);
+    feed(&mut tx, get(lab.url("/items/0")));
+    drop(tx);
+    let mut stream = client.batch_from_stream(rx, BatchOrder::Input).unwrap();
+    let mut answered = 0;
+    stream.for_each_result(|(_, result)| {
+        assert!(result.is_ok(), "{result:?}");
+        answered += 1;
+    });
+    assert_eq!(answered, 1);
+    let keys: Vec<String> = client
+        .pace_rates()
+        .into_iter()
+        .map(|(key, _)| key.as_str().to_owned())
+        .collect();
+    let origin = lab.url("/");
+    assert_eq!(keys, vec![origin.trim_end_matches('/').to_owned()]);
 }

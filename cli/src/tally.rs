@@ -238,17 +238,9 @@ fn fleet_pace(slowest: Option<f64>, fleet: &FleetRun, short: bool) -> Option<Str
     }
 }
 
-/// The rates `client`'s paces settled on, sends per second. The empty key
-/// is left out: this CLI paces by origin, and a batch fed from a stream
-/// makes the client's pace of that key only to label its metrics (it
-/// paces no send; counted, it made one origin "the slowest of 2 paces").
+/// The rates `client`'s paces settled on, sends per second.
 pub(crate) fn rates(client: &polite_blocking::Client) -> Vec<f64> {
-    client
-        .pace_rates()
-        .into_iter()
-        .filter(|(key, _)| !key.as_str().is_empty())
-        .map(|(_, r)| r)
-        .collect()
+    client.pace_rates().into_iter().map(|(_, r)| r).collect()
 }
 
 /// A rate for people: `4.2/s`, `0.05/s`, `0.0/s`.
