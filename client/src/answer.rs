@@ -39,7 +39,8 @@ impl polite_core::drive::Answer for HttpAnswer {
     }
     fn file_headers<'a>(&'a self, response: &mut polite_core::Response<'a>) {
         // One pass over the stored names (in order, so the first value of
-        // a repeated header is kept) instead of eight lookups.
+        // a repeated header is kept; of repeated `Retry-After` values, the
+        // later time: `Response::file_header`) instead of eight lookups.
         for (name, value) in self.0.headers() {
             response.file_header(name.as_str(), value.as_bytes());
         }
@@ -80,7 +81,7 @@ mod tests {
     }
 
     #[test]
-    fn filing_walks_the_headers_once_and_keeps_each_first_value() {
+    fn filing_walks_the_headers_once_and_keeps_each_first_value_but_the_latest_retry_after() {
         let a = answer(&[
             ("Retry-After", "3"),
             ("X-RateLimit-Remaining", "0"),
@@ -92,7 +93,6 @@ mod tests {
         let mut r =
             polite_core::Response::new(polite_core::SendId::default(), 429, std::time::UNIX_EPOCH);
         a.file_headers(&mut r);
-        // The same fields as eight lookups file.
         let mut by_name =
             polite_core::Response::new(polite_core::SendId::default(), 429, std::time::UNIX_EPOCH);
         for name in polite_core::Response::HEADERS {
@@ -100,8 +100,13 @@ mod tests {
                 by_name = by_name.header(name, v);
             }
         }
+        // The same fields as eight lookups file, but for `Retry-After`:
+        // of two values the later time is kept (SPEC §2.1), where a lookup
+        // finds the first.
+        assert_eq!(by_name.retry_after, Some(&b"3"[..]));
+        by_name.retry_after = Some(&b"9"[..]);
         assert_eq!(r, by_name);
-        assert_eq!(r.retry_after, Some(&b"3"[..]));
+        assert_eq!(r.retry_after, Some(&b"9"[..]));
         assert_eq!(r.date, Some(&b"x"[..]));
         assert_eq!(r.retry_after_ms, Some(&b"1500"[..]));
         assert_eq!(r.rate_limit.x_ratelimit_remaining, Some(&b"0"[..]));

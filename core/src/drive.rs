@@ -51,7 +51,9 @@ pub trait Answer {
     /// Files every header the machines read ([`Response::HEADERS`]) into
     /// `response`. By default one [`header`](Self::header) lookup per
     /// name; a type that can walk its headers cheaply may instead pass
-    /// each of them to [`Response::file_header`] once, in order.
+    /// each of them to [`Response::file_header`] once, in order (which
+    /// also keeps the later of repeated `Retry-After` values, where one
+    /// lookup per name sees only the first).
     ///
     /// ```
     /// use polite_core::drive::Answer;

@@ -366,22 +366,41 @@ impl<'a> Response<'a> {
 
     /// Files `value` under header `name` as [`header`](Self::header) does,
     /// unless that field already holds a value: walking an answer's headers
-    /// in order, the first value of a repeated header is the one kept.
-    /// Returns whether `name` is one polite reads ([`Response::HEADERS`]).
+    /// in order, the first value of a repeated header is the one kept —
+    /// except `Retry-After`, where the value asking for the later time is
+    /// kept (SPEC §2.1: never resend before the server's time, whichever
+    /// of its answers' values that is). Returns whether `name` is one
+    /// polite reads ([`Response::HEADERS`]).
+    ///
+    /// Two `Retry-After` values compare when both are delta-seconds, both
+    /// HTTP-dates, or one is invalid (the valid one is kept); a date and
+    /// delta-seconds compare against a valid `Date` header filed before
+    /// them (what the machines measure a date against). Without one the
+    /// first is kept: the wall clock is not read here.
     ///
     /// ```
     /// use polite_core::{Response, SendId};
     /// use std::time::UNIX_EPOCH;
     /// let mut r = Response::new(SendId::default(), 429, UNIX_EPOCH);
+    /// assert!(r.file_header("date", b"Sun, 06 Nov 1994 08:49:37 GMT"));
+    /// assert!(r.file_header("Date", b"Mon, 07 Nov 1994 08:49:37 GMT")); // the first stays
+    /// assert_eq!(r.date, Some(&b"Sun, 06 Nov 1994 08:49:37 GMT"[..]));
     /// assert!(r.file_header("retry-after", b"3"));
-    /// assert!(r.file_header("Retry-After", b"9")); // repeated: the first stays
+    /// assert!(r.file_header("Retry-After", b"120")); // repeated: the later time wins
+    /// assert!(r.file_header("Retry-After", b"soon")); // invalid: not kept
     /// assert!(!r.file_header("content-type", b"text/plain"));
-    /// assert_eq!(r.retry_after, Some(&b"3"[..]));
+    /// assert_eq!(r.retry_after, Some(&b"120"[..]));
     /// ```
     pub fn file_header(&mut self, name: &str, value: &'a [u8]) -> bool {
+        let date = self.date;
+        let retry_after = name.len() == 11 && name.eq_ignore_ascii_case("retry-after");
         match self.field(name) {
             Some(field) => {
-                field.get_or_insert(value);
+                match field {
+                    None => *field = Some(value),
+                    Some(kept) if retry_after && later(value, kept, date) => *field = Some(value),
+                    Some(_) => {}
+                }
                 true
             }
             None => false,
@@ -632,4 +651,32 @@ pub enum Event<'a> {
     Tick,
     /// The caller cancelled: the next action is `Stop(Cancelled)`.
     Cancel,
+}
+
+/// Whether `Retry-After` value `new` asks for a later time than `kept` (see
+/// [`Response::file_header`]): a valid value beats an invalid one; a date
+/// and delta-seconds compare only against a valid `Date` header (`date`).
+/// Reached only for a repeated `Retry-After`.
+#[cold]
+fn later(new: &[u8], kept: &[u8], date: Option<&[u8]>) -> bool {
+    use crate::retry_after::RetryAfter;
+    match (RetryAfter::parse(new), RetryAfter::parse(kept)) {
+        (Err(_), _) => false,
+        (Ok(_), Err(_)) => true,
+        (Ok(RetryAfter::Delay(a)), Ok(RetryAfter::Delay(b))) => a > b,
+        (Ok(RetryAfter::At(a)), Ok(RetryAfter::At(b))) => a > b,
+        (Ok(a), Ok(b)) => {
+            // A date against delta-seconds: measured from the `Date`
+            // header, as the machines measure it (the wall clock is not
+            // read here; without a valid `Date` the first stays).
+            let Some(base) = date.and_then(|d| RetryAfter::parse(d).ok()) else {
+                return false;
+            };
+            let RetryAfter::At(base) = base else {
+                return false;
+            };
+            let delay = |v: RetryAfter| v.delay(None, base);
+            delay(a) > delay(b)
+        }
+    }
 }
