@@ -345,19 +345,21 @@ fn a_server_that_ignores_the_wait_parameter_is_polled_to_the_end_of_the_budget()
     assert_eq!(run.outcome, passed());
     assert!(run.ended_at < deadline);
 
-    // A job that never ends: long polls at 0, 1, 2, 3, 4 s (at least 1 s
-    // apart), then one final plain poll 34 ms (twice the latency) before
-    // the deadline, when under a whole second is left.
+    // A job that never ends: long polls at 0, 1, 2, 3 s (at least 1 s
+    // apart), each asking for the time left but a second (room for the
+    // held answer to come back: `PollPolicy::ANSWER_ROOM`), a plain poll at
+    // 4 s (no whole second left to ask for), then one final plain poll
+    // 34 ms (twice the latency) before the deadline.
     let run = impatient_server(t0, PollPolicy::default(), 5 * S, latency, None);
     let sends: Vec<(Instant, Option<u32>)> = run.sends().map(|(t, p)| (t, p.long_poll)).collect();
     assert_eq!(
         sends,
         [
-            (t0, Some(5)),
-            (t0 + S, Some(4)),
-            (t0 + 2 * S, Some(3)),
-            (t0 + 3 * S, Some(2)),
-            (t0 + 4 * S, Some(1)),
+            (t0, Some(4)),
+            (t0 + S, Some(3)),
+            (t0 + 2 * S, Some(2)),
+            (t0 + 3 * S, Some(1)),
+            (t0 + 4 * S, None),
             (deadline - 2 * latency, None),
         ]
     );
@@ -475,7 +477,7 @@ fn the_checker_catches_a_wait_that_gives_up_with_budget_left() {
         id: polite_core::SendId::default(),
         request: RequestId(1),
         abort_at: deadline + 2 * S,
-        long_poll: Some(5),
+        long_poll: Some(4),
     };
     c.output(t0, &Action::Send(plan)).unwrap();
     let t1 = t0 + 17 * MS;

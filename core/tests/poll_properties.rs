@@ -88,7 +88,9 @@ proptest! {
     }
 
     /// Every wait parameter is at least 1 and at most
-    /// `min(whole seconds left, max_long_poll)`.
+    /// `min(whole seconds of (left - 1 s), max_long_poll)`: a second is
+    /// left for the held answer to come back before the deadline
+    /// (`PollPolicy::ANSWER_ROOM`).
     #[test]
     fn the_wait_parameter_stays_within_the_budget(
         policy in poll_policy(),
@@ -100,7 +102,7 @@ proptest! {
         let r = run(policy, request, seed, timeout, &script).unwrap();
         for (at, plan) in r.trace.sends() {
             if let Some(n) = plan.long_poll {
-                let left = (r.deadline - at).as_secs();
+                let left = (r.deadline - at).saturating_sub(Duration::from_secs(1)).as_secs();
                 prop_assert!(n >= 1);
                 prop_assert!(u64::from(n) <= left.min(policy.max_long_poll.as_secs()));
             }
@@ -123,13 +125,14 @@ proptest! {
         if let Some(first_plain) = modes.iter().position(|long| !long) {
             prop_assert!(modes[first_plain..].iter().all(|long| !long), "{modes:?}");
         }
-        // A plain poll with a whole second or more left means the machine
-        // fell back (under a second left, long-poll mode sends a final
-        // plain poll: `waitSeconds=0` would be a busy loop).
+        // A plain poll with a whole second or more to ask for (2 s left:
+        // one is the answer's room) means the machine fell back (with less,
+        // long-poll mode sends a final plain poll: `waitSeconds=0` would be
+        // a busy loop).
         let fell_back = r
             .trace
             .sends()
-            .find(|(t, p)| p.long_poll.is_none() && r.deadline - *t >= Duration::from_secs(1));
+            .find(|(t, p)| p.long_poll.is_none() && r.deadline - *t >= Duration::from_secs(2));
         if let Some((at, _)) = fell_back && policy.long_poll_first {
             prop_assert_eq!(r.notices.len(), 1);
             prop_assert!(r.notices[0].0 <= at);

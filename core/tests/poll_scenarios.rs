@@ -237,14 +237,16 @@ fn without_long_poll_support_the_backoff_schedule_is_2_4_8_15_15() {
 fn a_40_s_timeout_with_a_job_that_never_ends_stops_by_40_s_in_both_modes() {
     let t0 = origin();
     let deadline = t0 + 40 * S;
-    // Long poll: 25 s, then the 14 whole seconds left; under a second is left
-    // when that answer comes, so a plain poll at once; its answer comes back
-    // in 5 ms, and the next poll (1 s after the last) would fall after the
-    // deadline, so one final poll at the last useful instant (10 ms before
+    // Long poll: 25 s, then the whole seconds left but the second kept for
+    // the answer to come back (14.995 s left: 13); under two seconds are
+    // left when that answer comes, so no whole second to ask for: a plain
+    // poll at once; its answer comes back in 5 ms, a plain poll a second
+    // after the last, and as the next (1 s later) would fall after the
+    // deadline, one final poll at the last useful instant (10 ms before
     // the deadline: twice the latency, at least 10 ms), then it stops.
     let run_lp = run(t0, Job::never(), machine(PollPolicy::default(), t0, 40 * S));
     let waits: Vec<_> = run_lp.sends().map(|(_, p)| p.long_poll).collect();
-    assert_eq!(waits, vec![Some(25), Some(14), None, None]);
+    assert_eq!(waits, vec![Some(25), Some(13), None, None, None]);
     let last = run_lp.sends().last().unwrap().0;
     assert_eq!(last, deadline - 10 * MS);
     assert_eq!(
@@ -291,12 +293,20 @@ fn the_wait_parameter_never_exceeds_the_remaining_budget() {
     let p = send(&mut m);
     assert_eq!(p.long_poll, Some(25));
     m.handle(t0 + 25 * S, Event::Response(running(p.id)));
-    // 7 s left.
-    assert_eq!(send(&mut m).long_poll, Some(7));
+    // 7 s left: 6, a second kept for the held answer to come back before
+    // the deadline (`PollPolicy::ANSWER_ROOM`; asking 7 made the answer of
+    // a server that holds it as asked come after the deadline: TimedOut).
+    assert_eq!(send(&mut m).long_poll, Some(6));
 
-    // 7.9 s left: whole seconds only.
+    // 7.9 s left: whole seconds only (6.9 → 6).
     let mut m = machine(PollPolicy::default(), t0, 7 * S + 900 * MS);
-    assert_eq!(send(&mut m).long_poll, Some(7));
+    assert_eq!(send(&mut m).long_poll, Some(6));
+
+    // 26 s left: the whole 25 s leaves the second; 25.5 s does not.
+    let mut m = machine(PollPolicy::default(), t0, 26 * S);
+    assert_eq!(send(&mut m).long_poll, Some(25));
+    let mut m = machine(PollPolicy::default(), t0, 25 * S + 500 * MS);
+    assert_eq!(send(&mut m).long_poll, Some(24));
 
     // A smaller cap is honoured.
     let mut p = PollPolicy::default();
@@ -465,7 +475,7 @@ fn an_answer_after_the_deadline_is_timed_out_even_a_terminal_one() {
     let t0 = origin();
     let mut m = machine(PollPolicy::default(), t0, 10 * S);
     let p = send(&mut m);
-    assert_eq!(p.long_poll, Some(10));
+    assert_eq!(p.long_poll, Some(9));
     assert_eq!(p.abort_at, t0 + 12 * S);
     assert_eq!(m.poll_action(), Action::SleepUntil(t0 + 10 * S));
     m.handle(

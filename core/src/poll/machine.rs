@@ -74,12 +74,13 @@ enum Phase {
 /// **How it polls**:
 ///
 /// 1. *Long poll* (first, unless [`PollPolicy::long_poll_first`] is off):
-///    each poll asks the server to hold it
-///    `min(whole seconds left before the deadline, max_long_poll)`; a
+///    each poll asks the server to hold it `min(whole seconds left
+///    before the deadline, less a second for the answer to come back
+///    ([`PollPolicy::ANSWER_ROOM`]), max_long_poll)`; a
 ///    pending answer is followed by the next poll at once (but never two
 ///    long polls started less than
 ///    [`min_long_poll_interval`](PollPolicy::min_long_poll_interval) apart).
-///    Under one whole second left, the poll goes without the parameter
+///    With no whole second to ask for, the poll goes without the parameter
 ///    (`waitSeconds=0` would be a busy loop).
 /// 2. *Backoff* (after the server rejects the wait parameter): the machine
 ///    says so once through [`Notice::LongPollUnsupported`], polls again at
@@ -111,8 +112,8 @@ enum Phase {
 /// * every `SleepUntil(t)` has `t <= deadline`; every send happens before
 ///   the deadline and carries `abort_at = deadline + retry.transport_cushion`;
 /// * every wait parameter is at least 1 and at most
-///   `min(whole seconds left, max_long_poll)`; a plain poll in long-poll
-///   mode only with less than one whole second left;
+///   `min(whole seconds of (left - 1 s), max_long_poll)`; a plain poll in
+///   long-poll mode only with no whole second to ask for (under 2 s left);
 /// * never back to long polling after the switch; the notice comes once;
 /// * never a poll before the server's `Retry-After` instant, whatever the
 ///   answer that carried it;
@@ -224,7 +225,8 @@ pub struct PollMachine<R> {
     deadline: Instant,
     abort_at: Instant,
     /// Until this instant a long poll asks the whole `max_long_poll`
-    /// (`deadline - max_long_poll` in whole seconds, when representable):
+    /// (`deadline - max_long_poll - ANSWER_ROOM` in whole seconds, when
+    /// representable):
     /// one comparison per send instead of a subtraction of instants.
     full_long_poll_until: Option<Instant>,
     /// The wait parameter of a long poll with the whole `max_long_poll`
@@ -356,8 +358,10 @@ impl<R: Rng> PollMachine<R> {
         policy.validate()?;
         Ok(PollMachine {
             abort_at: later(deadline, policy.retry.transport_cushion).unwrap_or(deadline),
-            full_long_poll_until: deadline
-                .checked_sub(Duration::from_secs(policy.max_long_poll.as_secs())),
+            full_long_poll_until: deadline.checked_sub(
+                Duration::from_secs(policy.max_long_poll.as_secs())
+                    .saturating_add(PollPolicy::ANSWER_ROOM),
+            ),
             full_long_poll: wait_param(policy.max_long_poll.as_secs()),
             interval: Some(policy.min_long_poll_interval).filter(|d| !d.is_zero()),
             roomy_until: deadline.checked_sub(Self::room(&policy)),
@@ -484,8 +488,10 @@ impl<R: Rng> PollMachine<R> {
     ///
     /// * `Send(plan)`: send the next poll now; in long-poll mode
     ///   `plan.long_poll` is `Some(n)` with
-    ///   `1 <= n <= min(whole seconds left, max_long_poll)`, or `None` for
-    ///   a final plain poll when under one whole second is left.
+    ///   `1 <= n <= min(whole seconds of (left - 1 s), max_long_poll)` (a
+    ///   second kept for the held answer to come back before the deadline:
+    ///   [`PollPolicy::ANSWER_ROOM`]), or `None` for a final plain poll when
+    ///   no whole second is left to ask for.
     /// * `SleepUntil(t)`: wait until `t` (never after the deadline), an
     ///   answer, or a cancel. While a poll is in flight `t` is the deadline.
     /// * `Stop(outcome)`: the wait has ended; every later call repeats it.
@@ -498,10 +504,11 @@ impl<R: Rng> PollMachine<R> {
     /// let new = |timeout| PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
     ///                                      SplitMix64::new(1), t0, timeout).unwrap();
     /// let Action::Send(p) = new(Duration::from_millis(7_900)).poll_action() else { unreachable!() };
-    /// assert_eq!(p.long_poll, Some(7)); // never more than the budget
-    /// // Under one second left: a long poll would be `waitSeconds=0`, so a
+    /// // Never more than the budget, and a second left for the answer.
+    /// assert_eq!(p.long_poll, Some(6));
+    /// // Under two seconds left: a long poll would be `waitSeconds=0`, so a
     /// // final plain poll (the budget is used to its end).
-    /// let Action::Send(p) = new(Duration::from_millis(900)).poll_action() else { unreachable!() };
+    /// let Action::Send(p) = new(Duration::from_millis(1_900)).poll_action() else { unreachable!() };
     /// assert_eq!(p.long_poll, None);
     /// ```
     #[inline]
@@ -540,12 +547,17 @@ impl<R: Rng> PollMachine<R> {
                         (self.fast_until, self.fast_from) = (None, now);
                         let max = self.policy.max_long_poll.as_secs();
                         let secs = match self.full_long_poll_until {
-                            // `deadline - now >= max` whole seconds.
+                            // `deadline - now >= max + room` whole seconds.
                             Some(until) if now <= until => max,
-                            _ => (self.deadline - now).as_secs().min(max),
+                            // Room for the held answer to come back before
+                            // the deadline (`PollPolicy::ANSWER_ROOM`).
+                            _ => (self.deadline - now)
+                                .saturating_sub(PollPolicy::ANSWER_ROOM)
+                                .as_secs()
+                                .min(max),
                         };
-                        // Under one whole second left: `waitSeconds=0` would
-                        // be a busy loop, so a final plain poll.
+                        // Under one whole second to ask for: `waitSeconds=0`
+                        // would be a busy loop, so a final plain poll.
                         wait_param(secs)
                     }
                 };

@@ -350,6 +350,28 @@ fn in_retry(e: PolicyError) -> PolicyError {
 }
 
 impl PollPolicy {
+    /// The time a long poll leaves between the wait it asks for and the
+    /// deadline, for the held answer to come back: 1 s. A server that holds
+    /// a poll as long as asked answers after that time plus the trip back,
+    /// and an answer after the deadline is discarded (SPEC §1), so a poll
+    /// asking for all the time left could only end the wait `TimedOut`.
+    /// The wait asked is `min(whole seconds of (time left − this),
+    /// max_long_poll)`; under one such second, a plain poll.
+    ///
+    /// ```
+    /// use polite_core::{Action, Method, PollMachine, PollPolicy, RequestId, RequestInfo};
+    /// use polite_core::SplitMix64;
+    /// use std::time::{Duration, Instant};
+    /// let t0 = Instant::now();
+    /// let mut m = PollMachine::new(PollPolicy::default(), RequestInfo::new(RequestId(1), Method::Get),
+    ///                              SplitMix64::new(1), t0, Duration::from_secs(4)).unwrap();
+    /// // 4 s left: the server is asked to hold the poll 3 s, not 4.
+    /// let Action::Send(plan) = m.poll_action() else { unreachable!() };
+    /// assert_eq!(PollPolicy::ANSWER_ROOM, Duration::from_secs(1));
+    /// assert_eq!(plan.long_poll, Some(3));
+    /// ```
+    pub const ANSWER_ROOM: Duration = Duration::from_secs(1);
+
     /// Checks that the policy makes sense; [`PollMachine`](crate::PollMachine) calls this at
     /// construction.
     ///
