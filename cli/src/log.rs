@@ -187,10 +187,24 @@ fn text(r: &AttemptRecord, verbose: bool, who: Who) -> Option<String> {
     match (r.next, r.outcome) {
         // A job poll that simply comes again on schedule is not a retry.
         (Some(n), _) if n.source == DelaySource::Schedule && !verbose => None,
-        (Some(n), _) => Some(format!(
-            "polite: {who}: {} — retry in {:.3?} ({}){note}",
-            r.reply, n.delay, n.source
-        )),
+        (Some(n), _) => {
+            // A job poll comes again on its schedule (not a retry), and a
+            // long poll answered pending at once (`0ns` said nothing).
+            let verb = if n.source == DelaySource::Schedule {
+                "polls again"
+            } else {
+                "retry"
+            };
+            let when = if n.delay.is_zero() {
+                "at once".to_owned()
+            } else {
+                format!("in {:.3?}", n.delay)
+            };
+            Some(format!(
+                "polite: {who}: {} — {verb} {when} ({}){note}",
+                r.reply, n.source
+            ))
+        }
         // An attempt still in flight when the caller cancelled: no
         // answer, and no abort of its own.
         (None, Some(o @ Outcome::Cancelled))
@@ -273,6 +287,45 @@ mod tests {
                 "polite: item 3 attempt 1: transport error: aborted: no answer in time — gave up: timed out"
             )
         );
+    }
+
+    /// A job poll's next poll is on its schedule, not a retry; one that
+    /// comes at once says so (user trial 4: `retry in 0.000ns (schedule)`).
+    #[test]
+    fn a_job_poll_polls_again_on_its_schedule_or_at_once() {
+        let polled = |ms| AttemptRecord {
+            reply: Reply::Status(200),
+            next: Some(polite_core::record::PlannedDelay {
+                delay: std::time::Duration::from_millis(ms),
+                source: DelaySource::Schedule,
+                send_at: std::time::Instant::now(),
+            }),
+            ..record(RetryAfterNote::Absent)
+        };
+        let line = |ms| {
+            render(
+                LogFormat::Text,
+                true,
+                Observed::Record(&polled(ms)),
+                Who::Call,
+            )
+        };
+        assert_eq!(
+            line(0).as_deref(),
+            Some("polite: attempt 1: HTTP 200 — polls again at once (schedule)")
+        );
+        assert_eq!(
+            line(968).as_deref(),
+            Some("polite: attempt 1: HTTP 200 — polls again in 968.000ms (schedule)")
+        );
+        // Without -v a poll on schedule is not logged at all.
+        let quiet = render(
+            LogFormat::Text,
+            false,
+            Observed::Record(&polled(0)),
+            Who::Call,
+        );
+        assert_eq!(quiet, None);
     }
 
     /// A batch's attempt is named by its input line, as its result line

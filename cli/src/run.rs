@@ -322,13 +322,23 @@ pub(crate) fn wait(args: &WaitArgs) -> Result<u8, Usage> {
             }
         }
         Err(e) => {
+            // The answer the wait ended on (a 400 and its message, the
+            // last 503, ...) is written out, as `get` does: the server's
+            // own words are often the explanation.
+            let mut shown = Ok(());
+            if let Some(resp) = e.response() {
+                shown = write_stdout(resp.body());
+                if shown.is_ok() && !resp.body().is_empty() && !resp.body().ends_with(b"\n") {
+                    shown = write_stdout(b"\n");
+                }
+            }
             let mut line = explain(&e);
             if let Some(why) = unreadable_job(&e, &args.field) {
                 line.push_str(": ");
                 line.push_str(&why);
             }
             say(&line);
-            Ok(exit::for_error(&e))
+            Ok(written(shown, exit::for_error(&e)))
         }
     }
 }

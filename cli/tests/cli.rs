@@ -180,6 +180,41 @@ fn wait_exits_0_for_success_and_1_for_another_terminal_state() {
     assert_eq!(code(&o), 1, "{}", stderr(&o));
 }
 
+/// A wait that ends on a final answer writes that answer's body, as `get`
+/// does (user trial 4: a 400 with the server's message printed only
+/// "not retryable (HTTP 400)").
+#[test]
+fn wait_writes_the_answer_it_ended_on() {
+    let lab =
+        Lab::start(LabConfig::default().script("/runs/bad", vec![Step::status(400)])).unwrap();
+    let o = polite(&["wait", &lab.url("/runs/bad"), "--timeout", "10s"]);
+    let err = stderr(&o);
+    assert_ne!(code(&o), 0, "{err}");
+    assert!(err.contains("HTTP 400"), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("\"code\":\"SCRIPTED\""), "stdout: {out:?}");
+}
+
+/// A long poll leaves a second of the budget for its answer to come back
+/// (user trial 4: `--timeout 4s` asked `waitSeconds=4`; the lab held the
+/// poll 4 s, its answer came after the deadline, and the wait ended on
+/// "transport error: aborted: no answer in time").
+#[test]
+fn a_long_poll_leaves_room_for_its_answer_before_the_timeout() {
+    let lab = Lab::start(LabConfig::default().job("j", Duration::from_secs(30), JobState::Passed))
+        .unwrap();
+    let o = polite(&["wait", "-v", &lab.url("/runs/j"), "--timeout", "4s"]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 124, "{err}");
+    assert!(!err.contains("aborted"), "{err}");
+    let asked: Vec<Option<String>> = lab.log().iter().map(|e| e.query.clone()).collect();
+    assert_eq!(
+        asked.first(),
+        Some(&Some("waitSeconds=3".to_owned())),
+        "{asked:?}"
+    );
+}
+
 #[test]
 fn wait_announces_the_fallback_once() {
     let lab = Lab::start(LabConfig::default().long_poll(false).job(
