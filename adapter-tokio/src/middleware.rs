@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use polite_client::{
     BoxError, CallOptions, DEFAULT_MAX_BODY, Error, NoTransport, PoliteAttempt, ReadWhole,
-    Transport, TransportError, in_box,
+    RedirectHop, Transport, TransportError, in_box,
 };
 use polite_core::TransportErrorKind;
 use reqwest_middleware::{Middleware, Next};
@@ -57,9 +57,11 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///   plain reqwest `send()` would return it: a success, a final status (a
 ///   404), the last answer of a spent budget (the last 503), a 429 whose
 ///   `Retry-After` is beyond what polite may wait (the automatic wait cap,
-///   60 s by default). An answer that is not a success carries the call's
+///   60 s by default). An answer of 400 or more carries the call's
 ///   [`Outcome`](crate::Outcome) in its extensions
-///   (`response.extensions().get::<polite_tokio::Outcome>()`).
+///   (`response.extensions().get::<polite_tokio::Outcome>()`); one under
+///   400 — a success, or a 3xx handed back unfollowed, which polite counts
+///   as a success — carries none.
 /// * **`Err(reqwest_middleware::Error::Middleware(e))`** when the call
 ///   timed out (including: the server's `Retry-After` falls after the
 ///   deadline — the call ends at once with the error, it does not wait), was
@@ -92,11 +94,19 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///
 /// ## The rest of the stack
 ///
-/// * Each attempt runs the middleware after this one and the
-///   `reqwest::Client` again (logging, auth and tracing middleware see
-///   every attempt), sharing the request's extensions. An error of a
-///   middleware below (not a reqwest error) is not retried, as
-///   `reqwest-retry` does.
+/// * Each attempt, and each redirect hop polite follows, runs the
+///   middleware after this one and the `reqwest::Client` again (logging
+///   and tracing middleware below see every attempt), sharing the
+///   request's extensions. A middleware that adds a credential belongs
+///   **before** this one — see "Credentials" below.
+/// * An error of a middleware below (`reqwest_middleware::Error::Middleware`
+///   around anything but a reqwest error) is not retried, as
+///   `reqwest-retry` does not retry one: the call ends at once with a
+///   permanent [`TransportError::from_stack`] (`is_from_stack()`; its
+///   `Display` says "error of the middleware below polite", not "invalid
+///   request"), the middleware's own error its `source()`, with its whole
+///   chain: `std::iter::successors(Some(&e as &dyn Error), |e| e.source())`
+///   from polite's error finds it and its type.
 /// * **Redirects.** A `reqwest::Client` that follows redirects itself
 ///   (reqwest's default: up to 10 hops) follows them by reqwest's rules,
 ///   inside one polite attempt: a hop to another host drops only
@@ -124,6 +134,65 @@ use crate::reqwest_transport::{detach, error, kind, read_whole, to_reqwest};
 ///   [`PoliteAttempt`](polite_client::PoliteAttempt) in the extensions of
 ///   each of the outer one's attempts and passes it through, so the budgets
 ///   are the outer call's, not multiplied (SPEC §2).
+///
+/// ## Credentials
+///
+/// polite drops the headers it is *given* on a hop to another origin
+/// (SPEC §5.1). A middleware below it runs again for every hop, so one that
+/// adds `Authorization` there would send the token to whatever origin a
+/// redirect names. So:
+///
+/// * put a middleware that adds credentials **before** `PoliteMiddleware`
+///   (`.with(Auth).with(PoliteMiddleware::new(..)?)`): polite is given its
+///   headers, re-sends them on every retry and same-origin hop, and drops
+///   them on a cross-origin hop (it then runs once per call, not per
+///   attempt);
+/// * or, when it must run below polite (a token refreshed per attempt),
+///   have it leave a hop to another origin alone: every hop polite
+///   follows carries a [`RedirectHop`] in the middleware extensions
+///   (`extensions.get::<RedirectHop>()`), `cross_origin` when it leaves
+///   the origin the caller named. The caller's first request and its
+///   retries carry none.
+///
+/// ```
+/// use polite_lab::hostile::{Hostile, Reply};
+/// use polite_tokio::{Config, PoliteMiddleware, RedirectHop};
+/// use reqwest_middleware::{Middleware, Next};
+///
+/// /// Adds the service's token, never to another origin polite is sent to.
+/// struct Auth;
+/// #[async_trait::async_trait]
+/// impl Middleware for Auth {
+///     async fn handle(
+///         &self,
+///         mut req: reqwest::Request,
+///         extensions: &mut http::Extensions,
+///         next: Next<'_>,
+///     ) -> reqwest_middleware::Result<reqwest::Response> {
+///         let elsewhere = extensions.get::<RedirectHop>().is_some_and(|h| h.cross_origin);
+///         if !elsewhere {
+///             req.headers_mut().insert("authorization", http::HeaderValue::from_static("Bearer s3cret"));
+///         }
+///         next.run(req, extensions).await
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cdn = Hostile::start(vec![("/blob", Reply::Body("the file".into()))])?;
+/// let api = Hostile::start(vec![("/file", Reply::redirect(302, cdn.url("/blob")))])?;
+/// let http = reqwest::Client::builder()
+///     .redirect(reqwest::redirect::Policy::none())
+///     .build()?;
+/// let client = reqwest_middleware::ClientBuilder::new(http)
+///     .with(PoliteMiddleware::new(Config::default())?)
+///     .with(Auth) // below polite: it checks the mark
+///     .build();
+/// let file = client.get(api.url("/file")).send().await?;
+/// assert_eq!(file.text().await?, "the file");
+/// assert_eq!(api.seen()[0].header("authorization"), Some("Bearer s3cret"));
+/// assert_eq!(cdn.seen()[0].header("authorization"), None);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct PoliteMiddleware<T = NoTransport> {
     client: crate::Client<T>,
@@ -134,7 +203,9 @@ impl PoliteMiddleware<NoTransport> {
     /// A middleware with its own polite client on `config` (its calls share
     /// one pace per origin). `config.redirects` applies to the 3xx that come
     /// back through the stack, that is with a `reqwest::Client` that
-    /// follows none itself (see "Redirects" above).
+    /// follows none itself (see "Redirects" above); each hop runs the rest
+    /// of the stack again, marked with a [`RedirectHop`] (see
+    /// "Credentials" above).
     ///
     /// ```
     /// let m = polite_tokio::PoliteMiddleware::new(polite_tokio::Config::default())?;
@@ -163,7 +234,9 @@ where
     /// observer: calls through the middleware and the client's own calls
     /// slow down together on a 429. The client's
     /// [`RedirectPolicy`](polite_client::RedirectPolicy) applies to a 3xx that comes back through the
-    /// stack (with a `reqwest::Client` that follows none itself).
+    /// stack (with a `reqwest::Client` that follows none itself); each hop
+    /// runs the rest of the stack again, marked with a [`RedirectHop`] (see
+    /// "Credentials" above).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -294,6 +367,7 @@ where
         drop(transport);
         *extensions = shared.into_inner();
         extensions.remove::<PoliteAttempt>();
+        extensions.remove::<RedirectHop>();
         let (response, outcome) = match ended {
             Ok(response) => (response, None),
             Err(e) => match e.into_answer() {
@@ -579,6 +653,8 @@ impl<'a> NextTransport<'a> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take(),
         );
+        // A redirect hop polite follows: marked for the rest of the stack.
+        let hop = request.extensions().get::<RedirectHop>().copied();
         let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
         let request = match first.take(|f| matches!(f, First::Once(_))) {
             First::Once(request) => Ok(request),
@@ -595,6 +671,9 @@ impl<'a> NextTransport<'a> {
                 Ok(request) => Ok(request),
                 Err(mut request) => {
                     *request.extensions_mut() = self.request_extensions.clone();
+                    if let Some(hop) = hop {
+                        request.extensions_mut().insert(hop);
+                    }
                     to_reqwest(request)
                 }
             },
@@ -610,6 +689,11 @@ impl<'a> NextTransport<'a> {
             let request = request?;
             let response = {
                 let mut extensions = extensions.lock().await;
+                // The mark is this attempt's: a hop's, or none.
+                match hop {
+                    Some(hop) => extensions.insert(hop),
+                    None => extensions.remove::<RedirectHop>(),
+                };
                 next.run(request, &mut extensions)
                     .await
                     .map_err(middleware_error)?
@@ -681,17 +765,21 @@ async fn read_answer(
 
 /// What the rest of the stack failed with, as a transport error: a reqwest
 /// error by its kind (as `ReqwestTransport` classifies it), also inside a
-/// middleware's error; any other middleware error is permanent (not
-/// retried: `reqwest-retry` treats it as fatal too).
+/// middleware's error; any other middleware error is
+/// [`TransportError::from_stack`], permanent (not retried: `reqwest-retry`
+/// treats it as fatal too), the middleware's own error its `source()`: the
+/// error the `anyhow::Error` was made from, moved out of it so that it
+/// downcasts to its own type (`BoxError::from` would box anyhow's wrapper,
+/// which does not), its own `source()` chain kept.
 fn middleware_error(e: reqwest_middleware::Error) -> TransportError {
     match e {
         reqwest_middleware::Error::Reqwest(e) => error(e),
-        reqwest_middleware::Error::Middleware(e) => {
-            let kind = e
-                .downcast_ref::<reqwest::Error>()
-                .map_or(TransportErrorKind::InvalidRequest, kind);
-            TransportError::new(kind).with_source(BoxError::from(e))
-        }
+        reqwest_middleware::Error::Middleware(e) => match e.downcast_ref::<reqwest::Error>() {
+            Some(reqwest) => TransportError::new(kind(reqwest)).with_source(BoxError::from(e)),
+            None => {
+                TransportError::from_stack(e.reallocate_into_boxed_dyn_error_without_backtrace())
+            }
+        },
     }
 }
 

@@ -625,3 +625,143 @@ async fn a_middleware_inside_another_passes_attempts_through() {
         "{log:?}"
     );
 }
+
+/// An auth middleware below polite that honours [`RedirectHop`]: it adds
+/// its token unless the request is a hop to another origin, and notes the
+/// mark of every request it is handed.
+struct HopAwareAuth(std::sync::Arc<std::sync::Mutex<Vec<Option<polite_tokio::RedirectHop>>>>);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for HopAwareAuth {
+    async fn handle(
+        &self,
+        mut req: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let hop = extensions.get::<polite_tokio::RedirectHop>().copied();
+        self.0.lock().unwrap().push(hop);
+        if !hop.is_some_and(|h| h.cross_origin) {
+            req.headers_mut().insert(
+                "authorization",
+                http::HeaderValue::from_static("Bearer inner-secret"),
+            );
+        }
+        next.run(req, extensions).await
+    }
+}
+
+/// SPEC §5.1 with a credential added *below* polite: every hop polite
+/// follows is marked in the middleware extensions with its number and
+/// whether it leaves the caller's origin, so an auth middleware inside
+/// polite that checks the mark keeps its token from the other origin
+/// (which, without the mark, it would add to the hop too), while a
+/// same-origin hop still gets it. The first request and its retries carry
+/// no mark, and none is left in the caller's extensions.
+#[tokio::test]
+async fn an_inner_auth_middleware_sees_which_hop_leaves_the_origin() {
+    use polite_lab::hostile::{Hostile, Reply};
+    let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();
+    let a = Hostile::start(vec![
+        ("/go", Reply::redirect(302, b.url("/landing"))),
+        ("/same", Reply::redirect(302, "/here")),
+        ("/here", Reply::Body("here".into())),
+        ("/via-same", Reply::redirect(307, "/go")),
+    ])
+    .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let client = ClientBuilder::new(unfollowing())
+        .with(PoliteMiddleware::new(Config::default()).unwrap())
+        .with(HopAwareAuth(seen.clone()))
+        .build();
+    let hop = |hop, cross_origin| Some(polite_tokio::RedirectHop { hop, cross_origin });
+    let marks = || std::mem::take(&mut *seen.lock().unwrap());
+
+    // Cross-origin: A gets the token, B does not.
+    let landed = client.get(a.url("/go")).send().await.unwrap();
+    assert_eq!(landed.text().await.unwrap(), "landed");
+    assert_eq!(marks(), vec![None, hop(1, true)]);
+    assert_eq!(
+        a.seen()[0].header("authorization"),
+        Some("Bearer inner-secret")
+    );
+    assert_eq!(b.seen().len(), 1, "the hop was not followed");
+    assert_eq!(b.seen()[0].header("authorization"), None, "{:?}", b.seen());
+
+    // Same origin: the hop keeps the token.
+    let here = client.get(a.url("/same")).send().await.unwrap();
+    assert_eq!(here.text().await.unwrap(), "here");
+    assert_eq!(marks(), vec![None, hop(1, false)]);
+    let to_here: Vec<_> = a.seen().into_iter().filter(|s| s.path == "/here").collect();
+    assert_eq!(to_here.len(), 1);
+    assert_eq!(
+        to_here[0].header("authorization"),
+        Some("Bearer inner-secret")
+    );
+
+    // A same-origin hop, then one to B: numbered, only the second cross.
+    let landed = client.get(a.url("/via-same")).send().await.unwrap();
+    assert_eq!(landed.text().await.unwrap(), "landed");
+    assert_eq!(marks(), vec![None, hop(1, false), hop(2, true)]);
+    assert_eq!(b.seen().len(), 2);
+    assert!(
+        b.seen().iter().all(|s| s.header("authorization").is_none()),
+        "{:?}",
+        b.seen()
+    );
+}
+
+/// A middleware below polite that fails (an auth middleware whose token
+/// refresh failed).
+struct Fails;
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Fails {
+    async fn handle(
+        &self,
+        _: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        Err(reqwest_middleware::Error::middleware(
+            std::io::Error::other("token refresh failed: vault sealed"),
+        ))
+    }
+}
+
+/// SPEC §5: the error of a middleware below polite is not relabelled. It
+/// is not retried (one attempt, nothing sent), polite's error says it is
+/// the middleware's (not "invalid request"), and the middleware's own
+/// error — its message and its type — is in the `source()` chain of what
+/// the caller gets.
+#[tokio::test]
+async fn an_inner_middlewares_error_is_kept_as_the_source_not_called_invalid() {
+    let lab = Lab::start(LabConfig::default()).unwrap();
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(PoliteMiddleware::new(Config::default()).unwrap())
+        .with(Fails)
+        .build();
+    let e = client.get(lab.url("/items/1")).send().await.unwrap_err();
+    let polite = polite_error(&e);
+    let shown = polite.to_string();
+    assert!(!shown.contains("invalid request"), "{shown}");
+    assert!(shown.contains("middleware below polite"), "{shown}");
+    assert!(shown.contains("(1 attempt in"), "{shown}");
+    assert!(
+        polite.transport_error().is_some_and(|t| t.is_from_stack()),
+        "{polite:?}"
+    );
+    let chain = std::iter::successors(Some(polite as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    });
+    let found: Vec<_> = chain
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        vec!["token refresh failed: vault sealed".to_owned()],
+        "{e:?}"
+    );
+    assert!(lab.log().is_empty(), "{:?}", lab.log());
+}

@@ -491,3 +491,84 @@ async fn a_layer_inside_another_passes_attempts_through() {
         "{log:?}"
     );
 }
+
+/// SPEC §5.1 with a credential added by a layer *below* polite: a layer
+/// built `from_client` follows redirects itself, and marks every hop's
+/// request with a `RedirectHop` (its number, whether it leaves the
+/// caller's origin). An inner auth layer that checks the mark keeps its
+/// token from the other origin (without the mark it would add it to the
+/// hop too); a same-origin hop still gets it; the first request has none.
+#[tokio::test]
+async fn an_inner_auth_layer_sees_which_hop_leaves_the_origin() {
+    use polite_lab::hostile::{Hostile, Reply};
+    use polite_tokio::RedirectHop;
+    let b = Hostile::start(vec![("/landing", Reply::Body("landed".into()))]).unwrap();
+    let a = Hostile::start(vec![
+        ("/go", Reply::redirect(302, b.url("/landing"))),
+        ("/via-same", Reply::redirect(307, "/go")),
+    ])
+    .unwrap();
+    let config = Config {
+        redirects: polite_tokio::RedirectPolicy::up_to(3),
+        ..Config::default()
+    };
+    let client = polite_tokio::Client::with_transport(polite_tokio::NoTransport, config).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let marks = seen.clone();
+    let service = ServiceBuilder::new()
+        .layer(PoliteLayer::from_client(client))
+        .map_request(move |mut r: http::Request<PoliteBody<Full<Bytes>>>| {
+            let hop = r.extensions().get::<RedirectHop>().copied();
+            marks.lock().unwrap().push(hop);
+            if !hop.is_some_and(|h| h.cross_origin) {
+                r.headers_mut().insert(
+                    "authorization",
+                    http::HeaderValue::from_static("Bearer inner-secret"),
+                );
+            }
+            r
+        })
+        .service(upstream());
+    let hop = |hop, cross_origin| Some(RedirectHop { hop, cross_origin });
+
+    let landed = service
+        .clone()
+        .oneshot(request("GET", &a.url("/go"), b""))
+        .await
+        .unwrap();
+    assert_eq!(landed.status(), 200);
+    assert_eq!(
+        std::mem::take(&mut *seen.lock().unwrap()),
+        vec![None, hop(1, true)]
+    );
+    assert_eq!(
+        a.seen()[0].header("authorization"),
+        Some("Bearer inner-secret")
+    );
+    assert_eq!(b.seen().len(), 1, "the hop was not followed");
+    assert_eq!(b.seen()[0].header("authorization"), None, "{:?}", b.seen());
+
+    let landed = service
+        .oneshot(request("GET", &a.url("/via-same"), b""))
+        .await
+        .unwrap();
+    assert_eq!(landed.status(), 200);
+    assert_eq!(
+        std::mem::take(&mut *seen.lock().unwrap()),
+        vec![None, hop(1, false), hop(2, true)]
+    );
+    let to_go: Vec<_> = a.seen().into_iter().filter(|s| s.path == "/go").collect();
+    assert_eq!(to_go.len(), 2);
+    assert!(
+        to_go
+            .iter()
+            .all(|s| s.header("authorization") == Some("Bearer inner-secret")),
+        "{to_go:?}"
+    );
+    assert_eq!(b.seen().len(), 2);
+    assert!(
+        b.seen().iter().all(|s| s.header("authorization").is_none()),
+        "{:?}",
+        b.seen()
+    );
+}

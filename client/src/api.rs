@@ -26,7 +26,7 @@ pub use crate::fleet::SharedFleet;
 pub use crate::job::JsonJob;
 pub use crate::options::{CallOptions, PoliteAttempt, Session};
 pub use crate::paces::{PaceBy, PaceKey};
-pub use crate::redirect::RedirectPolicy;
+pub use crate::redirect::{RedirectHop, RedirectPolicy};
 pub use crate::runtime::{BoxSending, Runtime};
 pub use crate::stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use crate::transport::{Cancel, Clock, NoTransport, Transport};

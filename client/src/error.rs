@@ -43,6 +43,7 @@ enum Detail {
     HeadLimit(u64),
     RedirectLimit(u32),
     RedirectLoop,
+    Stack,
 }
 
 impl TransportError {
@@ -117,6 +118,48 @@ impl TransportError {
             detail: Detail::RedirectLoop,
             ..TransportError::new(TransportErrorKind::TooManyRedirects)
         }
+    }
+
+    /// The error of a middleware or layer below polite — not of HTTP, not
+    /// of the request — kept whole as the [`source`](std::error::Error::source)
+    /// (its own `source()` chain with it): an auth middleware whose token
+    /// refresh failed, say. Its kind is the permanent
+    /// [`InvalidRequest`](TransportErrorKind::InvalidRequest) (the stack
+    /// would not send the request; sending it again is not polite's to
+    /// decide, as `reqwest-retry` does not retry one either), but it says
+    /// what it is: [`is_from_stack`](Self::is_from_stack), and its
+    /// `Display`.
+    ///
+    /// ```
+    /// use std::error::Error as _;
+    /// let vault = std::io::Error::other("token refresh failed: vault sealed");
+    /// let e = polite_client::TransportError::from_stack(vault);
+    /// assert!(e.is_from_stack());
+    /// assert_eq!(e.to_string(), "error of the middleware below polite");
+    /// let cause = e.source().unwrap();
+    /// assert_eq!(cause.to_string(), "token refresh failed: vault sealed");
+    /// assert!(cause.downcast_ref::<std::io::Error>().is_some());
+    /// ```
+    #[must_use]
+    pub fn from_stack(source: impl Into<BoxError>) -> TransportError {
+        TransportError {
+            detail: Detail::Stack,
+            ..TransportError::new(TransportErrorKind::InvalidRequest)
+        }
+        .with_source(source)
+    }
+
+    /// Whether this is the error of a middleware or layer below polite
+    /// ([`from_stack`](Self::from_stack)), its own error the `source()`.
+    ///
+    /// ```
+    /// use polite_core::TransportErrorKind;
+    /// let e = polite_client::TransportError::new(TransportErrorKind::InvalidRequest);
+    /// assert!(!e.is_from_stack());
+    /// ```
+    #[must_use]
+    pub fn is_from_stack(&self) -> bool {
+        self.detail == Detail::Stack
     }
 
     /// Keeps the transport's own error as the [`source`](std::error::Error::source).
@@ -209,6 +252,7 @@ impl std::fmt::Display for TransportError {
             ),
             Detail::RedirectLimit(n) => write!(f, "too many redirects (more than {n})"),
             Detail::RedirectLoop => f.write_str("too many redirects (a redirect loop)"),
+            Detail::Stack => f.write_str("error of the middleware below polite"),
             Detail::None => write!(f, "{}", self.kind),
         }
     }

@@ -74,7 +74,7 @@ pub use options::{CallOptions, PoliteAttempt, Session};
 pub use pace::ClientPace;
 pub use paces::{ClientBudget, PaceBy, PaceKey, Paces};
 pub use read_whole::ReadWhole;
-pub use redirect::RedirectPolicy;
+pub use redirect::{RedirectHop, RedirectPolicy};
 pub use runtime::{BoxSending, DEFAULT_MAX_BODY, Runtime, in_box};
 pub use stream::{BatchOrder, BatchStream, Item as BatchItem};
 pub use trace::{redacted_url, trace_record};

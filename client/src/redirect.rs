@@ -25,11 +25,67 @@
 //! The hops of one attempt are one attempt to the machines: they share its
 //! `abort_at`, its attempt record, and its one grant from the pace (a hop
 //! is not paced or recorded on its own).
+//!
+//! Every hop polite sends carries a [`RedirectHop`] in its request's
+//! extensions (and, through polite-tokio's `PoliteMiddleware`, in the
+//! middleware extensions): what runs below polite — a tower layer or a
+//! reqwest middleware that adds a credential — can tell a hop to another
+//! origin and leave it alone. Headers polite drops on a cross-origin hop
+//! are the ones it was *given*; a header added below polite is added again
+//! to every hop, unless that layer checks the mark.
 
 use bytes::Bytes;
 use http::{Method, StatusCode, Uri, header};
 
 use crate::error::TransportError;
+
+/// The mark of a redirect hop polite follows itself, put in the extensions
+/// of the hop's request (for polite-tokio's `PoliteMiddleware`, also in the
+/// middleware extensions handed to the rest of the stack): the `hop`-th
+/// redirect of the attempt (1 for the first), and whether it goes to an
+/// origin (scheme, host, port) other than the one the caller named. The
+/// caller's first request, and every retry of it, carry none.
+///
+/// polite drops the headers it was given on a cross-origin hop (SPEC §5.1),
+/// but a layer or middleware *below* polite runs again for every hop: one
+/// that adds a credential adds it to a hop to another origin too. Put such
+/// a layer outside (before) polite, so that polite is given its headers —
+/// or have it leave a request marked `cross_origin` alone:
+///
+/// ```
+/// use bytes::Bytes;
+/// use polite_client::RedirectHop;
+///
+/// /// What an auth layer below polite does with each request it is handed.
+/// fn authorize(request: &mut http::Request<Bytes>) {
+///     let elsewhere = request
+///         .extensions()
+///         .get::<RedirectHop>()
+///         .is_some_and(|hop| hop.cross_origin);
+///     if !elsewhere {
+///         request.headers_mut().insert("authorization", "Bearer secret".parse().unwrap());
+///     }
+/// }
+///
+/// let mut first = http::Request::get("https://api.example/file").body(Bytes::new()).unwrap();
+/// authorize(&mut first);
+/// assert!(first.headers().contains_key("authorization"));
+///
+/// // The hop polite follows to a CDN, as it hands it down the stack.
+/// let mut hop = http::Request::get("https://cdn.example/blob").body(Bytes::new()).unwrap();
+/// hop.extensions_mut().insert(RedirectHop { hop: 1, cross_origin: true });
+/// authorize(&mut hop);
+/// assert!(!hop.headers().contains_key("authorization"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedirectHop {
+    /// Which redirect of the attempt this request follows: 1 for the first.
+    pub hop: u32,
+    /// Whether the hop goes to an origin other than the one the caller
+    /// named (a later hop back to it is `false` again, though the headers
+    /// polite was given stay dropped for the rest of the chain).
+    pub cross_origin: bool,
+}
 
 /// Whether and how far polite follows redirects (see the [module
 /// docs](self)). Default: up to 10 hops, across origins (dropping every
@@ -211,6 +267,12 @@ impl Chain {
         *request.uri_mut() = self.uri.clone();
         *request.version_mut() = self.version;
         *request.headers_mut() = self.headers.clone();
+        // What runs below polite sees which hop this is, and whether it
+        // leaves the caller's origin (a credential it adds must not).
+        request.extensions_mut().insert(RedirectHop {
+            hop: hops.saturating_add(1),
+            cross_origin: cross,
+        });
         Next::Follow(Box::new(request))
     }
 }
@@ -294,6 +356,24 @@ mod tests {
                 .headers()
                 .is_empty()
         );
+    }
+
+    /// Each hop's request carries its number and whether it leaves the
+    /// named origin (back on it: not cross-origin, though the caller's
+    /// headers stay dropped).
+    #[test]
+    fn every_hop_is_marked_with_its_number_and_origin() {
+        let req = request("GET", "http://127.0.0.1:8080/a");
+        assert!(req.extensions().get::<RedirectHop>().is_none());
+        let mut chain = Chain::start(&req, RedirectPolicy::default()).unwrap();
+        let mark = |r: http::Request<Bytes>| r.extensions().get::<RedirectHop>().copied();
+        let hop = |hop, cross_origin| Some(RedirectHop { hop, cross_origin });
+        assert_eq!(mark(follow(chain.next(&answer(302, "/b")))), hop(1, false));
+        let other = follow(chain.next(&answer(302, "http://127.0.0.1:8081/c")));
+        assert_eq!(mark(other), hop(2, true));
+        let back = follow(chain.next(&answer(302, "http://127.0.0.1:8080/d")));
+        assert!(back.headers().is_empty());
+        assert_eq!(mark(back), hop(3, false));
     }
 
     #[test]

@@ -29,6 +29,35 @@
 //! the inner service gave it (a layer built [`from_client`](PoliteLayer::from_client)
 //! follows them by that client's [`RedirectPolicy`]).
 //!
+//! Credentials: a layer that adds them (`Authorization`, an API key)
+//! belongs **outside** (above) the `PoliteLayer`, so that polite is given
+//! the header — and drops it on a hop to another origin (SPEC §5.1). A
+//! layer below polite runs again for every redirect hop polite follows,
+//! and would add its header to a hop to another origin too; if it must be
+//! below (a token refreshed per attempt), have it leave alone a request
+//! whose extensions hold a [`RedirectHop`] with `cross_origin` set:
+//!
+//! ```
+//! use bytes::Bytes;
+//! use polite_client::RedirectHop;
+//! use polite_client::tower::PoliteBody;
+//!
+//! /// The auth step of a layer below polite (e.g. in a `map_request`).
+//! fn authorize(mut request: http::Request<PoliteBody<Bytes>>) -> http::Request<PoliteBody<Bytes>> {
+//!     let elsewhere = request.extensions().get::<RedirectHop>().is_some_and(|h| h.cross_origin);
+//!     if !elsewhere {
+//!         request.headers_mut().insert("authorization", http::HeaderValue::from_static("Bearer s3cret"));
+//!     }
+//!     request
+//! }
+//!
+//! let mut hop = http::Request::new(PoliteBody::full(Bytes::new()));
+//! hop.extensions_mut().insert(RedirectHop { hop: 1, cross_origin: true });
+//! assert!(!authorize(hop).headers().contains_key("authorization"));
+//! let first = http::Request::new(PoliteBody::full(Bytes::new()));
+//! assert!(authorize(first).headers().contains_key("authorization"));
+//! ```
+//!
 //! Answers: see [`PoliteService`] — a final answer of the server (a 404, the
 //! last 503 after the budget, a 429 it may not wait out) is `Ok`, like the
 //! inner service would give it, with the [`Outcome`](polite_core::Outcome) in its extensions;
@@ -110,7 +139,7 @@ use crate::config::Config;
 use crate::error::{BoxError, Error, TransportError, io_error_kind};
 use crate::options::{CallOptions, PoliteAttempt};
 use crate::read_whole::ReadWhole;
-use crate::redirect::RedirectPolicy;
+use crate::redirect::{RedirectHop, RedirectPolicy};
 use crate::runtime::{DEFAULT_MAX_BODY, Runtime, in_box};
 use crate::transport::{Clock, NeverCancel, NoTransport, Transport};
 
@@ -170,7 +199,10 @@ impl<R, T> PoliteLayer<R, T> {
     /// A layer whose calls share `client`'s configuration, pace and
     /// observer (calls through the layer and the client's own calls slow
     /// down together on a 429). The client's [`RedirectPolicy`] applies to
-    /// a 3xx the inner service gives.
+    /// a 3xx the inner service gives: each hop goes through the inner
+    /// service again, marked with a [`RedirectHop`] — a layer below that
+    /// adds credentials must check it, or be put above this one (see the
+    /// [module docs](self)).
     ///
     /// ```
     /// # use polite_client::Runtime;
@@ -564,6 +596,8 @@ where
     // inside the inner service passes it through.
     let mut extensions = template.extensions().clone();
     extensions.insert(PoliteAttempt);
+    // Only the hops this call follows carry a `RedirectHop`.
+    extensions.remove::<RedirectHop>();
     Prepared {
         extensions,
         template,
@@ -745,7 +779,13 @@ where
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
         let (mut parts, _) = request.into_parts();
+        // A redirect hop polite follows keeps its mark (the request's
+        // extensions below are the caller's, given to every attempt).
+        let hop = parts.extensions.remove::<RedirectHop>();
         parts.extensions = self.extensions.clone();
+        if let Some(hop) = hop {
+            parts.extensions.insert(hop);
+        }
         let request = http::Request::from_parts(parts, body);
         let max_body = self.max_body;
         let read_whole = self.read_whole;
