@@ -132,8 +132,10 @@ pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
 /// request that cannot be written (unsupported URL, bad header, an HTTP
 /// version other than 1.0 and 1.1) → `InvalidRequest`; a body too large →
 /// `BodyTooLarge`; an answer head too large → `HeadTooLarge`; anything else
-/// (a malformed answer) → `Other`. The I/O, TLS or protocol error is kept
-/// as the [`TransportError`]'s `source()`.
+/// → `Other`, an answer that is not valid HTTP among them (a control byte
+/// in a header value, a garbage status line: retried as a transport error,
+/// as on every adapter). The I/O, TLS or protocol error is kept as the
+/// [`TransportError`]'s `source()`.
 ///
 /// ```
 /// use polite_async_io::Http1Transport;

@@ -114,6 +114,28 @@ fn a_malformed_answer_is_other() {
     assert_eq!(err, TransportErrorKind::Other);
 }
 
+/// A control byte in a header value, a garbage status line: `Other`, as on
+/// every adapter, with ureq-proto's parse error as the source.
+#[test]
+fn an_answer_that_is_not_http_is_other_with_the_parsers_error() {
+    let answers: [&'static [u8]; 2] = [
+        b"HTTP/1.1 503 X\r\nRetry-After: 1\x01\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 ?!? Nope\r\nContent-Length: 0\r\n\r\n",
+    ];
+    for answer in answers {
+        let (addr, _server) = one_shot(answer);
+        let request = get(&format!("http://{addr}/"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let e = smol::block_on(Http1Transport::new().send(request, deadline)).unwrap_err();
+        assert_eq!(e.kind(), TransportErrorKind::Other, "{e}");
+        let source = std::error::Error::source(&e).expect("the parser's error is kept");
+        assert!(
+            source.downcast_ref::<ureq_proto::Error>().is_some(),
+            "{source:?}"
+        );
+    }
+}
+
 #[test]
 fn an_oversized_body_is_refused_by_its_length_or_by_what_arrives() {
     let (addr, _server) = one_shot(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789");

@@ -128,7 +128,9 @@ type Outcome = Result<http::Response<Bytes>, TransportError>;
 ///   (permanent); an answer head (status line and headers) over ureq's
 ///   limit (`max_response_header_size`, 64 KiB by default, or more than 128
 ///   headers) → `HeadTooLarge` (permanent, with the limit); anything else
-///   → `Other`. The ureq error is kept as the
+///   → `Other`, an answer that is not valid HTTP among them (a control byte
+///   in a header value, a garbage status line: retried as a transport
+///   error, as on every adapter). The ureq error is kept as the
 ///   [`TransportError`]'s `source()`.
 ///
 /// ## Threads, and what a cancel does to a request in flight

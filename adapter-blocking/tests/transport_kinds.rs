@@ -96,3 +96,43 @@ fn extension_methods_reach_the_server_as_given() {
         ]
     );
 }
+
+/// An answer that is not valid HTTP (a control byte in a header value, a
+/// garbage status line) is `Other`, as on every adapter, with ureq's
+/// protocol error (its parser's) as the source.
+#[test]
+fn an_answer_that_is_not_http_is_other_with_ureqs_protocol_error() {
+    use polite_blocking::{Transport, UreqTransport, block_on};
+    use polite_lab::hostile::{Hostile, Reply};
+
+    let server = Hostile::start(vec![
+        (
+            "/ctl",
+            Reply::Raw(
+                b"HTTP/1.1 503 X\r\nRetry-After: 1\x01\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            ),
+        ),
+        (
+            "/garbage",
+            Reply::Raw(b"HTTP/1.1 ?!? Nope\r\nContent-Length: 0\r\n\r\n".to_vec()),
+        ),
+    ])
+    .unwrap();
+    let t = UreqTransport::default();
+    for path in ["/ctl", "/garbage"] {
+        let req = http::Request::get(server.url(path))
+            .body(Bytes::new())
+            .unwrap();
+        let e =
+            block_on(t.send(req, std::time::Instant::now() + Duration::from_secs(5))).unwrap_err();
+        assert_eq!(e.kind(), TransportErrorKind::Other, "{path}: {e}");
+        let source = std::error::Error::source(&e).expect("the parser's error is kept");
+        assert!(
+            matches!(
+                source.downcast_ref::<ureq::Error>(),
+                Some(ureq::Error::Protocol(_))
+            ),
+            "{path}: {source:?}"
+        );
+    }
+}

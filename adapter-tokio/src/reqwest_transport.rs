@@ -34,6 +34,12 @@ use polite_core::TransportErrorKind;
 ///   hyper's "message head is too large", and with feature `rustls` a
 ///   rejected certificate, which is permanent), never by its text, and
 ///   kept (without their URL) as the [`TransportError`]'s source.
+/// * **Answers that are not valid HTTP** (a control byte in a header
+///   value, a garbage status line: any hyper parse error but a head too
+///   large) are [`Other`](TransportErrorKind::Other), as the other
+///   adapters' parsers report them, never `Reset` (the server answered;
+///   the connection was not cut). `Other` is retried as a transport
+///   error; hyper's error is in the source chain.
 /// * **Answer heads** (status line and headers) are limited by hyper: its
 ///   read buffer (408 KiB: 8 KiB + 100 × 4 KiB, not configurable through
 ///   reqwest) and 100 headers (reqwest's `http1_max_headers`). A larger
@@ -185,14 +191,20 @@ pub(crate) fn kind(e: &reqwest::Error) -> TransportErrorKind {
         if let Some(k) = tls_in(err) {
             return k;
         }
-        // hyper's "message head is too large": the answer's head over
-        // hyper's read buffer (about 400 KiB) or more than its header count
-        // (100, reqwest's `http1_max_headers`).
-        if err
-            .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_parse_too_large)
-        {
-            return TransportErrorKind::HeadTooLarge;
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            // hyper's "message head is too large": the answer's head over
+            // hyper's read buffer (about 400 KiB) or more than its header
+            // count (100, reqwest's `http1_max_headers`).
+            if h.is_parse_too_large() {
+                return TransportErrorKind::HeadTooLarge;
+            }
+            // Any other parse error: the answer is not valid HTTP (a
+            // control byte in a header value, a garbage status line). The
+            // server answered, so not a `Reset` (the connection was not
+            // cut): `Other`, as the other adapters' parsers report it.
+            if h.is_parse() {
+                return TransportErrorKind::Other;
+            }
         }
         if let Some(k) = err
             .downcast_ref::<std::io::Error>()

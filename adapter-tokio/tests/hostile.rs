@@ -48,3 +48,47 @@ async fn the_source_of_a_transport_error_is_reqwests_own() {
         "{source:?}"
     );
 }
+
+/// An answer that is not valid HTTP (a control byte in a header value, a
+/// garbage status line) is `Other`, never `Reset`, with hyper's parse error
+/// in the source chain (under reqwest's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_is_not_http_is_other_with_hypers_parse_error() {
+    use polite_client::Transport;
+    use polite_lab::hostile::{Hostile, Reply};
+    use std::time::{Duration, Instant};
+
+    let server = Hostile::start(vec![
+        (
+            "/ctl",
+            Reply::Raw(
+                b"HTTP/1.1 503 X\r\nRetry-After: 1\x01\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            ),
+        ),
+        (
+            "/garbage",
+            Reply::Raw(b"HTTP/1.1 ?!? Nope\r\nContent-Length: 0\r\n\r\n".to_vec()),
+        ),
+    ])
+    .unwrap();
+    let t = ReqwestTransport::new(ReqwestTransport::default_client().unwrap());
+    for path in ["/ctl", "/garbage"] {
+        let req = http::Request::get(server.url(path))
+            .body(Bytes::new())
+            .unwrap();
+        let e = t
+            .send(req, Instant::now() + Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), K::Other, "{path}: {e}");
+        let mut next = std::error::Error::source(&e);
+        let mut parse = false;
+        while let Some(s) = next {
+            parse |= s
+                .downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_parse);
+            next = s.source();
+        }
+        assert!(parse, "{path}: no hyper parse error in {e:?}");
+    }
+}

@@ -1,8 +1,8 @@
 //! [`Hostile`]: a tiny loopback HTTP/1.1 server for the answers a client
 //! must survive without retrying them: a body of gigabytes (streamed in
 //! chunks, never allocated), a head of hundreds of KiB, redirect loops,
-//! endless redirect chains, 307s after a `PUT`, and redirects to another
-//! origin. It counts and keeps every request it sees (method, path,
+//! endless redirect chains, 307s after a `PUT`, redirects to another
+//! origin, and answers that are not valid HTTP ([`Reply::Raw`]). It counts and keeps every request it sees (method, path,
 //! headers, body), so tests count at the server.
 //!
 //! std only, one thread per connection, one request per connection
@@ -64,6 +64,10 @@ pub enum Reply {
         /// The head's size at least, in bytes.
         bytes: u64,
     },
+    /// These bytes as they are, as the whole answer, then the connection
+    /// closes: for answers that are not valid HTTP (a header value with a
+    /// control byte, a garbage status line).
+    Raw(Vec<u8>),
 }
 
 impl Reply {
@@ -316,6 +320,7 @@ fn serve(conn: TcpStream, shared: &Shared, routes: &[(String, Reply)]) -> io::Re
             head.extend_from_slice(b"content-length: 0\r\nconnection: close\r\n\r\n");
             out.write_all(&head)
         }
+        Some((_, Reply::Raw(bytes))) => out.write_all(bytes),
         Some((_, Reply::Declared { length })) => {
             write!(
                 out,

@@ -2,8 +2,9 @@
 //! ([`crate::hostile`]), through polite's client on any runtime: a 2 GiB
 //! body, an answer head over every transport's limit, redirect loops and
 //! chains, a 307 after a PUT, redirects to another origin, a refused
-//! connection, an unsendable URL, and extension methods (sent once, or
-//! refused unsent: never retried). Counted at the server. Written once; each adapter runs it with
+//! connection, an unsendable URL, extension methods (sent once, or
+//! refused unsent: never retried), and answers that are not valid HTTP
+//! (one kind on every transport, the parser's error kept). Counted at the server. Written once; each adapter runs it with
 //! [`hostile_tests!`](crate::hostile_tests).
 
 use std::time::Duration;
@@ -78,6 +79,7 @@ pub fn names() -> Vec<&'static str> {
         "streamed_batch_items_follow_redirects_from_their_own_request",
         "an_answer_head_over_the_limit_is_one_attempt",
         "extension_methods_are_sent_once_or_refused_unsent",
+        "an_answer_that_is_not_http_is_one_kind_on_every_transport",
     ]
 }
 
@@ -85,6 +87,26 @@ pub fn names() -> Vec<&'static str> {
 /// adapter's limit (64 KiB for ureq and the async-io transport, hyper's
 /// 408 KiB read buffer or 100 headers for reqwest).
 const BIG_HEAD: u64 = 512 << 10;
+
+/// Answers that are not valid HTTP/1.1, by path: a header value with a
+/// control byte (the `Retry-After: 1\x01` of a user trial) and a garbage
+/// status line.
+const NOT_HTTP: [(&str, &[u8]); 2] = [
+    (
+        "/ctl",
+        b"HTTP/1.1 503 X\r\nRetry-After: 1\x01\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    ),
+    (
+        "/garbage",
+        b"HTTP/1.1 ?!? Nope\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    ),
+];
+
+/// The kind every transport reports an answer that is not valid HTTP as:
+/// `Other` ("anything else"), which the machines retry as a transport
+/// error (polite-core has no kind of its own for it yet). Never `Reset`:
+/// the connection was not cut, the server answered nonsense.
+const NOT_HTTP_KIND: K = K::Other;
 
 /// Runs the named check with a `Client<R, T>` over `transport` (made by
 /// `transport` afresh for each client the check needs). `Err` says what
@@ -481,6 +503,61 @@ where
                 );
             }
         }
+        "an_answer_that_is_not_http_is_one_kind_on_every_transport" => {
+            // The same kind whatever the transport, the parser's error as
+            // the source, and the transport class's retries (4 by
+            // default) spent on it: 5 sends.
+            let server = Hostile::start(
+                NOT_HTTP
+                    .iter()
+                    .map(|(path, bytes)| (*path, Reply::Raw(bytes.to_vec())))
+                    .collect(),
+            )
+            .map_err(io)?;
+            let mut config = Config {
+                timeout: Duration::from_secs(20),
+                ..Config::default()
+            };
+            config.retry.backoff.base = Duration::from_millis(1);
+            let c =
+                Client::<R, T>::with_transport(transport(), config).map_err(|e| e.to_string())?;
+            for (path, _) in NOT_HTTP {
+                let Err(e) = send(c.clone(), get(server.url(path))?).await else {
+                    return Err(format!("{path}: an answer that is not HTTP was accepted"));
+                };
+                let Error::Transport {
+                    outcome,
+                    error,
+                    attempts,
+                    ..
+                } = &e
+                else {
+                    return Err(format!("{path}: want Error::Transport, got {e:?}"));
+                };
+                ensure!(
+                    *outcome
+                        == Outcome::RetriesExhausted {
+                            class: polite_core::RetryClass::Transport,
+                            last: Answer::Transport(NOT_HTTP_KIND),
+                        },
+                    "{path}: {e}: want {NOT_HTTP_KIND:?}, retried until the budget is spent"
+                );
+                ensure!(*attempts == 5, "{path}: {e}: {attempts} attempts");
+                ensure!(
+                    server.count(path) == 5,
+                    "{path}: {} requests",
+                    server.count(path)
+                );
+                ensure!(
+                    e.to_string().starts_with(&NOT_HTTP_KIND.to_string()),
+                    "{path}: {e}: the cause is not named"
+                );
+                ensure!(
+                    std::error::Error::source(error).is_some(),
+                    "{path}: {e}: the parser's error is not kept as source()"
+                );
+            }
+        }
         other => return Err(format!("no hostile check {other}")),
     }
     Ok(())
@@ -504,7 +581,8 @@ macro_rules! hostile_tests {
             long_poll_redirect_starts_from_the_url_sent,
             streamed_batch_items_follow_redirects_from_their_own_request,
             an_answer_head_over_the_limit_is_one_attempt,
-            extension_methods_are_sent_once_or_refused_unsent
+            extension_methods_are_sent_once_or_refused_unsent,
+            an_answer_that_is_not_http_is_one_kind_on_every_transport
         );
     };
     (@each $run:path; $($name:ident),*) => {
