@@ -487,11 +487,17 @@ fn io_kind(e: &io::Error) -> TransportErrorKind {
 }
 
 /// A protocol error reading the answer: more headers than ureq-proto
-/// parses (128) is `HeadTooLarge` (permanent), anything else (a malformed
-/// answer) `Other`.
+/// parses (128) is `HeadTooLarge` (permanent); an answer that does not
+/// parse (its status line or headers, or a chunk of its body) is
+/// `InvalidAnswer` (permanent); anything else `Other`.
 fn protocol(e: ureq_proto::Error) -> TransportError {
+    use ureq_proto::Error as P;
     let kind = match e {
-        ureq_proto::Error::HttpParseTooManyHeaders => TransportErrorKind::HeadTooLarge,
+        P::HttpParseTooManyHeaders => TransportErrorKind::HeadTooLarge,
+        P::HttpParseFail(_)
+        | P::ChunkLenNotAscii
+        | P::ChunkLenNotANumber
+        | P::ChunkExpectedCrLf => TransportErrorKind::InvalidAnswer,
         _ => TransportErrorKind::Other,
     };
     TransportError::new(kind).with_source(e)
@@ -1092,7 +1098,7 @@ mod tests {
         let many = protocol(ureq_proto::Error::HttpParseTooManyHeaders);
         assert_eq!(many.kind(), TransportErrorKind::HeadTooLarge);
         let garbage = protocol(ureq_proto::Error::HttpParseFail("x".into()));
-        assert_eq!(garbage.kind(), TransportErrorKind::Other);
+        assert_eq!(garbage.kind(), TransportErrorKind::InvalidAnswer);
     }
 
     #[test]

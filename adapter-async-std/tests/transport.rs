@@ -108,16 +108,17 @@ fn a_body_cut_short_is_a_reset() {
 }
 
 #[test]
-fn a_malformed_answer_is_other() {
+fn a_malformed_answer_is_an_invalid_answer() {
     let (addr, _server) = one_shot(b"SMTP ready\r\n\r\n");
     let err = send(get(&format!("http://{addr}/")), Duration::from_secs(5)).unwrap_err();
-    assert_eq!(err, TransportErrorKind::Other);
+    assert_eq!(err, TransportErrorKind::InvalidAnswer);
 }
 
-/// A control byte in a header value, a garbage status line: `Other`, as on
-/// every adapter, with ureq-proto's parse error as the source.
+/// A control byte in a header value, a garbage status line:
+/// `InvalidAnswer`, as on every adapter, with ureq-proto's parse error as
+/// the source.
 #[test]
-fn an_answer_that_is_not_http_is_other_with_the_parsers_error() {
+fn an_answer_that_is_not_http_is_an_invalid_answer_with_the_parsers_error() {
     let answers: [&'static [u8]; 2] = [
         b"HTTP/1.1 503 X\r\nRetry-After: 1\x01\r\nContent-Length: 0\r\n\r\n",
         b"HTTP/1.1 ?!? Nope\r\nContent-Length: 0\r\n\r\n",
@@ -127,7 +128,7 @@ fn an_answer_that_is_not_http_is_other_with_the_parsers_error() {
         let request = get(&format!("http://{addr}/"));
         let deadline = Instant::now() + Duration::from_secs(5);
         let e = smol::block_on(Http1Transport::new().send(request, deadline)).unwrap_err();
-        assert_eq!(e.kind(), TransportErrorKind::Other, "{e}");
+        assert_eq!(e.kind(), TransportErrorKind::InvalidAnswer, "{e}");
         let source = std::error::Error::source(&e).expect("the parser's error is kept");
         assert!(
             source.downcast_ref::<ureq_proto::Error>().is_some(),

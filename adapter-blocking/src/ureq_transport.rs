@@ -890,9 +890,10 @@ fn error(e: ureq::Error) -> TransportError {
 
 /// A ureq-proto error: one only a request can cause (it was not sent as
 /// it is) is `InvalidRequest`; an answer with more headers than ureq
-/// parses (128) is `HeadTooLarge`; any other is `Other` (a malformed
-/// answer; `Content-Length` errors are raised for answers and requests
-/// alike, so they stay `Other`).
+/// parses (128) is `HeadTooLarge`; an answer that does not parse (its
+/// status line or headers, or a chunk of its body) is `InvalidAnswer`;
+/// any other is `Other` (`Content-Length` errors are raised for answers
+/// and requests alike, so they stay `Other`).
 fn protocol_kind(e: &ureq_proto::Error) -> TransportErrorKind {
     use ureq_proto::Error as P;
     match e {
@@ -905,6 +906,10 @@ fn protocol_kind(e: &ureq_proto::Error) -> TransportErrorKind {
         | P::BodyLargerThanContentLength
         | P::BodyNotAllowed => TransportErrorKind::InvalidRequest,
         P::HttpParseTooManyHeaders => TransportErrorKind::HeadTooLarge,
+        P::HttpParseFail(_)
+        | P::ChunkLenNotAscii
+        | P::ChunkLenNotANumber
+        | P::ChunkExpectedCrLf => TransportErrorKind::InvalidAnswer,
         _ => TransportErrorKind::Other,
     }
 }
@@ -989,8 +994,9 @@ mod tests {
             (P::HttpParseTooManyHeaders, TransportErrorKind::HeadTooLarge),
             (
                 P::HttpParseFail("invalid HTTP version".into()),
-                TransportErrorKind::Other,
+                TransportErrorKind::InvalidAnswer,
             ),
+            (P::ChunkLenNotANumber, TransportErrorKind::InvalidAnswer),
         ] {
             let text = p.to_string();
             let e = error(ureq::Error::Protocol(p));

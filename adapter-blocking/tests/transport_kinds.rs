@@ -98,10 +98,10 @@ fn extension_methods_reach_the_server_as_given() {
 }
 
 /// An answer that is not valid HTTP (a control byte in a header value, a
-/// garbage status line) is `Other`, as on every adapter, with ureq's
-/// protocol error (its parser's) as the source.
+/// garbage status line) is `InvalidAnswer`, as on every adapter, with
+/// ureq's protocol error (its parser's) as the source.
 #[test]
-fn an_answer_that_is_not_http_is_other_with_ureqs_protocol_error() {
+fn an_answer_that_is_not_http_is_an_invalid_answer_with_ureqs_protocol_error() {
     use polite_blocking::{Transport, UreqTransport, block_on};
     use polite_lab::hostile::{Hostile, Reply};
 
@@ -125,7 +125,7 @@ fn an_answer_that_is_not_http_is_other_with_ureqs_protocol_error() {
             .unwrap();
         let e =
             block_on(t.send(req, std::time::Instant::now() + Duration::from_secs(5))).unwrap_err();
-        assert_eq!(e.kind(), TransportErrorKind::Other, "{path}: {e}");
+        assert_eq!(e.kind(), TransportErrorKind::InvalidAnswer, "{path}: {e}");
         let source = std::error::Error::source(&e).expect("the parser's error is kept");
         assert!(
             matches!(

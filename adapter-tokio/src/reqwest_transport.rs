@@ -201,9 +201,10 @@ pub(crate) fn kind(e: &reqwest::Error) -> TransportErrorKind {
             // Any other parse error: the answer is not valid HTTP (a
             // control byte in a header value, a garbage status line). The
             // server answered, so not a `Reset` (the connection was not
-            // cut): `Other`, as the other adapters' parsers report it.
+            // cut): `InvalidAnswer` (permanent), as the other adapters'
+            // parsers report it.
             if h.is_parse() {
-                return TransportErrorKind::Other;
+                return TransportErrorKind::InvalidAnswer;
             }
         }
         if let Some(k) = err

@@ -50,10 +50,10 @@ async fn the_source_of_a_transport_error_is_reqwests_own() {
 }
 
 /// An answer that is not valid HTTP (a control byte in a header value, a
-/// garbage status line) is `Other`, never `Reset`, with hyper's parse error
-/// in the source chain (under reqwest's).
+/// garbage status line) is `InvalidAnswer`, never `Reset`, with hyper's
+/// parse error in the source chain (under reqwest's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_that_is_not_http_is_other_with_hypers_parse_error() {
+async fn an_answer_that_is_not_http_is_an_invalid_answer_with_hypers_parse_error() {
     use polite_client::Transport;
     use polite_lab::hostile::{Hostile, Reply};
     use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ async fn an_answer_that_is_not_http_is_other_with_hypers_parse_error() {
             .send(req, Instant::now() + Duration::from_secs(5))
             .await
             .unwrap_err();
-        assert_eq!(e.kind(), K::Other, "{path}: {e}");
+        assert_eq!(e.kind(), K::InvalidAnswer, "{path}: {e}");
         let mut next = std::error::Error::source(&e);
         let mut parse = false;
         while let Some(s) = next {

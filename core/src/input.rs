@@ -40,7 +40,7 @@ impl std::fmt::Display for SendId {
 /// well succeed when repeated, and the machines retry them as the
 /// transport class. The [permanent](Self::is_permanent) kinds
 /// (`BodyTooLarge`, `TooManyRedirects`, `RedirectNotReplayable`,
-/// `Certificate`, `InvalidRequest`, `HeadTooLarge`) can never succeed by
+/// `Certificate`, `InvalidRequest`, `HeadTooLarge`, `InvalidAnswer`) can never succeed by
 /// repeating the same send: they are never retried, whatever the request's replayability, and
 /// end the machine with [`Outcome::Permanent`](crate::Outcome::Permanent)
 /// (SPEC §5).
@@ -88,6 +88,19 @@ pub enum TransportErrorKind {
     /// transport's limit, in bytes or in number of headers (permanent: the
     /// same request gets the same head again, as with `BodyTooLarge`).
     HeadTooLarge,
+    /// The server's answer is not valid HTTP: a control byte in a header
+    /// value, a garbage status line, a malformed chunk size. Permanent:
+    /// the same server answers the same request the same way, so repeating
+    /// it only adds load (SPEC §5). The transport's parser error is the
+    /// `source()`. A connection cut before a complete answer is `Reset`,
+    /// not this.
+    ///
+    /// ```
+    /// use polite_core::TransportErrorKind as K;
+    /// assert_eq!(K::InvalidAnswer.to_string(), "the server's answer is not valid HTTP");
+    /// assert!(K::InvalidAnswer.is_permanent());
+    /// ```
+    InvalidAnswer,
 }
 
 impl TransportErrorKind {
@@ -96,11 +109,11 @@ impl TransportErrorKind {
     ///
     /// ```
     /// use polite_core::TransportErrorKind as K;
-    /// assert_eq!(K::ALL.len(), 13);
-    /// assert_eq!(K::ALL.iter().filter(|k| k.is_permanent()).count(), 6);
+    /// assert_eq!(K::ALL.len(), 14);
+    /// assert_eq!(K::ALL.iter().filter(|k| k.is_permanent()).count(), 7);
     /// assert!(K::ALL[7..].iter().all(|k| k.is_permanent()));
     /// ```
-    pub const ALL: [TransportErrorKind; 13] = [
+    pub const ALL: [TransportErrorKind; 14] = [
         TransportErrorKind::Refused,
         TransportErrorKind::Reset,
         TransportErrorKind::Dns,
@@ -114,6 +127,7 @@ impl TransportErrorKind {
         TransportErrorKind::Certificate,
         TransportErrorKind::InvalidRequest,
         TransportErrorKind::HeadTooLarge,
+        TransportErrorKind::InvalidAnswer,
     ];
 
     /// Whether repeating the same send can never succeed: such errors are
@@ -135,6 +149,7 @@ impl TransportErrorKind {
                 | TransportErrorKind::Certificate
                 | TransportErrorKind::InvalidRequest
                 | TransportErrorKind::HeadTooLarge
+                | TransportErrorKind::InvalidAnswer
         )
     }
 }
@@ -159,6 +174,7 @@ impl std::fmt::Display for TransportErrorKind {
             TransportErrorKind::Certificate => "TLS certificate rejected",
             TransportErrorKind::InvalidRequest => "invalid request",
             TransportErrorKind::HeadTooLarge => "answer head larger than the limit",
+            TransportErrorKind::InvalidAnswer => "the server's answer is not valid HTTP",
         })
     }
 }

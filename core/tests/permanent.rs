@@ -11,13 +11,14 @@ use polite_core::{
 };
 use polite_testing::origin;
 
-const PERMANENT: [K; 6] = [
+const PERMANENT: [K; 7] = [
     K::BodyTooLarge,
     K::TooManyRedirects,
     K::RedirectNotReplayable,
     K::Certificate,
     K::InvalidRequest,
     K::HeadTooLarge,
+    K::InvalidAnswer,
 ];
 const BLIPS: [K; 7] = [
     K::Refused,

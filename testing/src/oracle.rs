@@ -44,9 +44,10 @@ pub(crate) fn class_of(policy: &RetryPolicy, r: &Response<'_>) -> Option<RetryCl
 /// Whether a send that failed with this transport error kind can never
 /// succeed by repeating it, by SPEC §2.2's list: a body over the limit, too
 /// many redirects, a redirect that would need an unreplayable body, a
-/// rejected TLS certificate, an invalid request; and an answer head over
-/// the transport's limit, which the same send gets again, as a body over
-/// the limit.
+/// rejected TLS certificate, an invalid request; an answer head over the
+/// transport's limit, which the same send gets again, as a body over the
+/// limit; and an answer that is not valid HTTP, which the same server
+/// gives again (SPEC §5: a send that can never succeed by repeating it).
 pub(crate) fn permanent(kind: TransportErrorKind) -> bool {
     match kind {
         TransportErrorKind::BodyTooLarge
@@ -54,7 +55,8 @@ pub(crate) fn permanent(kind: TransportErrorKind) -> bool {
         | TransportErrorKind::RedirectNotReplayable
         | TransportErrorKind::Certificate
         | TransportErrorKind::InvalidRequest
-        | TransportErrorKind::HeadTooLarge => true,
+        | TransportErrorKind::HeadTooLarge
+        | TransportErrorKind::InvalidAnswer => true,
         TransportErrorKind::Refused
         | TransportErrorKind::Reset
         | TransportErrorKind::Dns
@@ -177,6 +179,7 @@ mod tests {
             K::Certificate,
             K::InvalidRequest,
             K::HeadTooLarge,
+            K::InvalidAnswer,
         ];
         let p = RetryPolicy::default();
         for k in K::ALL {
