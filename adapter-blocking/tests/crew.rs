@@ -192,7 +192,10 @@ fn refused_connections_end_every_item() {
     stream.for_each_result(|(i, result)| {
         errors.push((
             i,
-            matches!(result, Err(Error::Outcome { .. } | Error::Transport { .. })),
+            matches!(
+                result,
+                Err(Error::Outcome { .. } | Error::Transport { .. } | Error::Limit(_))
+            ),
         ));
     });
     assert_eq!(errors.len(), 6, "{errors:?}");

@@ -20,7 +20,7 @@ pub use crate::client::{BatchResult, JobDone, Observed};
 pub use crate::config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]
 pub use crate::ctrl_c::CtrlCError;
-pub use crate::error::{Error, TransportError};
+pub use crate::error::{Error, LimitError, TransportError};
 // What `Config::fleet` takes (polite-redis's `RedisFleet` goes in it).
 pub use crate::fleet::SharedFleet;
 pub use crate::job::JsonJob;

@@ -24,7 +24,7 @@ use crate::answer::HttpAnswer;
 use crate::batch_paces::BatchPaces;
 use crate::classify::Both;
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, LimitError, Limits};
 use crate::io::{Failure, HttpIo, SendSlots, Source};
 use crate::meter::CallMeter;
 use crate::options::{CallOptions, Session};
@@ -342,8 +342,11 @@ where
     /// # Errors
     ///
     /// [`Error::Transport`] when the call ended on an attempt that got no
-    /// answer (its cause, attempts and time), [`Error::Outcome`] with the
-    /// outcome and the last answer for every other end but success.
+    /// answer (its cause, attempts and time), [`Error::Limit`] when it ran
+    /// into its timeout or a server's over-long wait (`TimedOut`,
+    /// `RateLimited`: the limit, the last answer or transport error,
+    /// attempts and time), [`Error::Outcome`] with the outcome and the last
+    /// answer for every other end but success.
     pub fn send(
         &self,
         request: http::Request<Bytes>,
@@ -789,6 +792,7 @@ where
     {
         let config = &self.shared.config;
         let now = call.now;
+        let (timeout, wait_cap) = (call.timeout, call.retry(config).retry_after.auto_wait_cap);
         let span = trace::call_span(call.kind, request, call.label.as_deref());
         let pace = call.pace();
         let meter = CallMeter::start(call.kind, &call.key, &pace, now);
@@ -836,6 +840,7 @@ where
             let status = last.as_ref().map(|r| r.status().as_u16());
             trace::end_span(&span, status, attempts, trace::error_type(&done.outcome));
             Ended {
+                limits: Limits::at(&done.outcome, end, timeout, wait_cap),
                 outcome: done.outcome,
                 last,
                 error: io.take_error(0),
@@ -1133,7 +1138,8 @@ where
         };
         let (out, gate, sink) = crate::stream::channel(order, config.concurrency);
         let pull_gate = sink.gate();
-        let mut sink = sink.into_fn::<R>(now);
+        let mut sink =
+            sink.into_fn::<R>(now, config.timeout, config.retry.retry_after.auto_wait_cap);
         let sink: Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send + 'c> =
             Box::new(move |item, outcome, answer, failure| {
                 keyed.release(item);
@@ -1352,6 +1358,8 @@ pub(crate) struct Ended {
     pub(crate) error: Option<crate::error::TransportError>,
     pub(crate) attempts: u32,
     pub(crate) elapsed: Duration,
+    /// Its timeout, wait cap and how far off the next attempt was.
+    pub(crate) limits: Limits,
 }
 
 impl Ended {
@@ -1368,10 +1376,25 @@ impl Ended {
         }
     }
 
-    /// The error: `Error::Transport` when the outcome was decided by a
-    /// transport error (permanent, or the last one of a spent budget or a
-    /// request that may not be re-sent), else `Error::Outcome`.
+    /// The error: `Error::Limit` when the call ran into its deadline or a
+    /// rate limit (with its last transport error, if any), `Error::Transport`
+    /// when the outcome was decided by a transport error (permanent, or the
+    /// last one of a spent budget or a request that may not be re-sent),
+    /// else `Error::Outcome`.
     fn into_error(self) -> Error {
+        if matches!(
+            self.outcome,
+            Outcome::TimedOut { .. } | Outcome::RateLimited { .. }
+        ) {
+            return Error::Limit(Box::new(LimitError::new(
+                self.outcome,
+                self.last,
+                self.error,
+                self.attempts,
+                self.elapsed,
+                self.limits,
+            )));
+        }
         let by_transport = match self.outcome {
             Outcome::Permanent { .. } => true,
             Outcome::RetriesExhausted { last, .. }

@@ -317,6 +317,17 @@ pub enum Error {
         /// Time from the start of the call to its end.
         elapsed: Duration,
     },
+    /// The call ran into a limit: its timeout (`TimedOut`: the deadline
+    /// passed, or the next attempt could go only after it), or a server
+    /// that asks for a longer wait than polite takes by itself, or a spent
+    /// 429 budget (`RateLimited`). The [`LimitError`] says which limit,
+    /// how far off the next attempt was, the last answer or transport
+    /// error (its `source()`), the attempts and the time taken.
+    ///
+    /// Calls that end so return this variant; [`Error::Outcome`] with the
+    /// same outcome is what a batch item never started gets.
+    #[error(transparent)]
+    Limit(Box<LimitError>),
     /// The policy makes no sense.
     #[error(transparent)]
     Policy(#[from] PolicyError),
@@ -345,11 +356,13 @@ fn transport_summary(
 }
 
 impl Error {
-    /// The outcome, for `Error::Outcome` and `Error::Transport`.
+    /// The outcome, for `Error::Outcome`, `Error::Transport` and
+    /// `Error::Limit`.
     #[must_use]
     pub fn outcome(&self) -> Option<Outcome> {
         match self {
             Error::Outcome { outcome, .. } | Error::Transport { outcome, .. } => Some(*outcome),
+            Error::Limit(limit) => Some(limit.outcome),
             _ => None,
         }
     }
@@ -359,6 +372,7 @@ impl Error {
     pub fn response(&self) -> Option<&http::Response<Bytes>> {
         match self {
             Error::Outcome { response, .. } => response.as_deref(),
+            Error::Limit(limit) => limit.response(),
             _ => None,
         }
     }
@@ -402,16 +416,235 @@ impl Error {
                     | Outcome::NotReplayable { .. }),
                 response: Some(response),
             } => Ok((*response, outcome)),
+            Error::Limit(limit)
+                if matches!(limit.outcome, Outcome::RateLimited { .. })
+                    && limit.response.is_some() =>
+            {
+                let LimitError {
+                    outcome, response, ..
+                } = *limit;
+                match response {
+                    Some(response) => Ok((response, outcome)),
+                    None => unreachable!("checked above"),
+                }
+            }
             other => Err(other),
         }
     }
 
-    /// The transport error the call ended on, for `Error::Transport`.
+    /// The transport error the call ended on: for `Error::Transport`, and
+    /// for `Error::Limit` when the last attempt got no answer (a call that
+    /// timed out retrying a refused connection).
     #[must_use]
     pub fn transport_error(&self) -> Option<&TransportError> {
         match self {
             Error::Transport { error, .. } => Some(error),
+            Error::Limit(limit) => limit.transport_error(),
             _ => None,
+        }
+    }
+}
+
+/// A call that ran into a limit ([`Error::Limit`]): the deadline
+/// ([`Outcome::TimedOut`]) or a server's wait longer than polite takes by
+/// itself, or a spent 429 budget ([`Outcome::RateLimited`]), with what
+/// came before: the last answer, or the last attempt's transport error (as
+/// [`source`](std::error::Error::source)), the attempts and the time taken.
+///
+/// Its `Display` is one line: what ended the call, the limit and how far
+/// off the next attempt was, then the last answer or error, the attempts
+/// and the time, as `RetriesExhausted` says them. It never quotes a header
+/// but the parsed `Retry-After` delay, nor the URL.
+#[derive(Debug)]
+pub struct LimitError {
+    outcome: Outcome,
+    response: Option<http::Response<Bytes>>,
+    error: Option<TransportError>,
+    attempts: u32,
+    elapsed: Duration,
+    timeout: Option<Duration>,
+    wait_cap: Option<Duration>,
+    next_in: Option<Duration>,
+}
+
+impl LimitError {
+    /// How the call ended: `TimedOut` or `RateLimited`.
+    #[must_use]
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The last answer received, if any.
+    #[must_use]
+    pub fn response(&self) -> Option<&http::Response<Bytes>> {
+        self.response.as_ref()
+    }
+
+    /// The last attempt's transport error, when it got no answer.
+    #[must_use]
+    pub fn transport_error(&self) -> Option<&TransportError> {
+        self.error.as_ref()
+    }
+
+    /// Sends made for this request (retries included).
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Time from the start of the call to its end.
+    #[must_use]
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// The call's timeout (its deadline is its start plus this).
+    #[must_use]
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// How long after the call's end the next attempt could have gone:
+    /// the backoff or the server's `Retry-After` delay that fell past the
+    /// deadline (`TimedOut`), or the wait the server asked for
+    /// (`RateLimited`). `None` when nothing named a time.
+    #[must_use]
+    pub fn next_in(&self) -> Option<Duration> {
+        self.next_in
+    }
+
+    /// The longest server wait polite takes by itself
+    /// ([`RetryAfterLimits::auto_wait_cap`](polite_core::policy::RetryAfterLimits::auto_wait_cap)).
+    #[must_use]
+    pub fn wait_cap(&self) -> Option<Duration> {
+        self.wait_cap
+    }
+
+    /// Whether the last answer carries a `Retry-After` header (only its
+    /// presence is said, never its value).
+    fn retry_after(&self) -> bool {
+        self.response
+            .as_ref()
+            .is_some_and(|r| r.headers().contains_key(http::header::RETRY_AFTER))
+    }
+}
+
+impl std::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per = if self.retry_after() {
+            " (the server's Retry-After)"
+        } else {
+            ""
+        };
+        let status = self.response.as_ref().map(|r| r.status().as_u16());
+        match (self.outcome, self.next_in) {
+            (Outcome::TimedOut { .. }, Some(next)) => {
+                write!(
+                    f,
+                    "timed out: the next attempt could go only in {next:.1?}{per}"
+                )?;
+                match self.timeout {
+                    Some(t) => write!(f, ", after the {t:.1?} timeout")?,
+                    None => f.write_str(", after the deadline")?,
+                }
+            }
+            (Outcome::TimedOut { .. }, None) => match self.timeout {
+                Some(t) => write!(f, "timed out: the {t:.1?} timeout passed")?,
+                None => f.write_str("timed out: the deadline passed")?,
+            },
+            (Outcome::RateLimited { .. }, Some(next))
+                if self.wait_cap.is_none_or(|cap| next > cap) =>
+            {
+                // A 503 that asks for a day is not "rate limited".
+                if status == Some(429) {
+                    f.write_str("rate limited: ")?;
+                } else {
+                    f.write_str("not retried: ")?;
+                }
+                write!(f, "the server asks to wait {next:.1?}{per}")?;
+                match self.wait_cap {
+                    Some(cap) => write!(f, ", longer than polite waits by itself ({cap:.1?})")?,
+                    None => f.write_str(", longer than polite waits by itself")?,
+                }
+            }
+            (Outcome::RateLimited { .. }, next) => {
+                f.write_str("rate limited retries exhausted")?;
+                if let Some(next) = next.filter(|n| !n.is_zero()) {
+                    write!(f, ", the server asks to wait {next:.1?} more{per}")?;
+                }
+            }
+            (other, _) => write!(f, "{other}")?,
+        }
+        f.write_str(" (")?;
+        match (&self.error, status) {
+            (Some(e), _) => write!(f, "last: {e}; ")?,
+            (None, Some(s)) => write!(f, "last: HTTP {s}; ")?,
+            (None, None) if self.attempts > 0 => f.write_str("no answer; ")?,
+            (None, None) => {}
+        }
+        let s = if self.attempts == 1 { "" } else { "s" };
+        write!(f, "{} attempt{s} in {:.1?})", self.attempts, self.elapsed)
+    }
+}
+
+impl std::error::Error for LimitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// What a call knows of its limits when it ends, for [`LimitError`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// The call's timeout.
+    pub(crate) timeout: Option<Duration>,
+    /// The longest server wait polite takes by itself.
+    pub(crate) wait_cap: Option<Duration>,
+    /// How long after the call's end the next attempt could have gone.
+    pub(crate) next_in: Option<Duration>,
+}
+
+impl Limits {
+    /// The limits of a call that ended at `end` on `outcome`.
+    pub(crate) fn at(
+        outcome: &Outcome,
+        end: std::time::Instant,
+        timeout: Duration,
+        wait_cap: Duration,
+    ) -> Limits {
+        let next = match *outcome {
+            Outcome::TimedOut { needed } => needed,
+            Outcome::RateLimited { retry_at } => retry_at,
+            _ => None,
+        };
+        Limits {
+            timeout: Some(timeout),
+            wait_cap: Some(wait_cap),
+            next_in: next.map(|at| at.saturating_duration_since(end)),
+        }
+    }
+}
+
+impl LimitError {
+    pub(crate) fn new(
+        outcome: Outcome,
+        response: Option<http::Response<Bytes>>,
+        error: Option<TransportError>,
+        attempts: u32,
+        elapsed: Duration,
+        limits: Limits,
+    ) -> LimitError {
+        LimitError {
+            outcome,
+            response,
+            error,
+            attempts,
+            elapsed,
+            timeout: limits.timeout,
+            wait_cap: limits.wait_cap,
+            next_in: limits.next_in,
         }
     }
 }

@@ -19,7 +19,9 @@
 //! * **Transport errors** arrive as a [`TransportError`] (its kind, the
 //!   client's own error as `source()`, the limit for a body too large) and
 //!   a call that ends on one returns [`Error::Transport`] with the attempt
-//!   count and the elapsed time. Permanent kinds
+//!   count and the elapsed time; one that runs into its timeout or a
+//!   server's over-long wait returns [`Error::Limit`] (the limit, the last
+//!   answer or transport error as `source()`, attempts, time). Permanent kinds
 //!   ([`TransportErrorKind::is_permanent`](polite_core::TransportErrorKind::is_permanent))
 //!   are never retried.
 //!
@@ -66,7 +68,7 @@ pub use client::{BatchResult, Client, JobDone, Observed, request_info};
 pub use config::{Config, Throttle, WaitConfig};
 #[cfg(feature = "ctrl-c")]
 pub use ctrl_c::{CtrlCError, cancel_on_ctrl_c};
-pub use error::{BoxError, Error, TransportError, io_error_kind};
+pub use error::{BoxError, Error, LimitError, TransportError, io_error_kind};
 pub use fleet::{Fleet, FleetBudget, FleetGrant, FleetPace, FleetTerms, SharedFleet};
 pub use io::{HttpIo, Sending, copy_request, valid_param_name, with_query_param};
 pub use job::JsonJob;

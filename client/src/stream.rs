@@ -15,7 +15,7 @@ use polite_core::Outcome;
 
 use crate::answer::HttpAnswer;
 use crate::client::Ended;
-use crate::error::Error;
+use crate::error::{Error, Limits};
 use crate::io::Failure;
 use crate::runtime::Runtime;
 use crate::transport::Clock;
@@ -351,15 +351,26 @@ impl Sink {
     pub(crate) fn into_fn<R: Runtime>(
         self,
         started: std::time::Instant,
+        timeout: std::time::Duration,
+        wait_cap: std::time::Duration,
     ) -> Box<dyn FnMut(u32, Outcome, Option<HttpAnswer>, Failure) + Send> {
         Box::new(move |item, outcome, answer, failure| {
-            // The time taken goes into a transport error only.
-            let elapsed = if failure.error.is_some() {
-                R::clock().now().saturating_duration_since(started)
+            // The time taken goes into a transport error or a limit only.
+            let limit = matches!(
+                outcome,
+                Outcome::TimedOut { .. } | Outcome::RateLimited { .. }
+            );
+            let (elapsed, limits) = if failure.error.is_some() || limit {
+                let end = R::clock().now();
+                (
+                    end.saturating_duration_since(started),
+                    Limits::at(&outcome, end, timeout, wait_cap),
+                )
             } else {
-                std::time::Duration::ZERO
+                (std::time::Duration::ZERO, Limits::default())
             };
             let result = Ended {
+                limits,
                 outcome,
                 last: answer.map(|a| a.0),
                 error: failure.error,
