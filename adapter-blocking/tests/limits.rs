@@ -10,8 +10,13 @@ use polite_blocking::{CallOptions, Client, Config, Error, Outcome, TransportErro
 use polite_core::TransportErrorKind;
 use polite_lab::{Lab, LabConfig, Step};
 
+/// A client whose transport retries outlast a 1 s budget (the default 4,
+/// with full jitter, can all fit in it: the call would end
+/// `RetriesExhausted`, not on its timeout).
 fn client() -> Client<UreqTransport> {
-    Client::with_transport(UreqTransport::default(), Config::default()).unwrap()
+    let mut config = Config::default();
+    config.retry.max_retries.transport = 50;
+    Client::with_transport(UreqTransport::default(), config).unwrap()
 }
 
 fn get(url: String, timeout: Duration) -> http::Request<Bytes> {

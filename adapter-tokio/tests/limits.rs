@@ -10,12 +10,13 @@ use polite_core::{Outcome, TransportErrorKind};
 use polite_lab::{Lab, LabConfig, Step};
 use polite_tokio::{CallOptions, Client, Config, Error, ReqwestTransport, TransportError};
 
+/// A client whose transport retries outlast a 1 s budget (the default 4,
+/// with full jitter, can all fit in it: the call would end
+/// `RetriesExhausted`, not on its timeout).
 fn client() -> Client<ReqwestTransport> {
-    Client::with_transport(
-        ReqwestTransport::new(reqwest::Client::new()),
-        Config::default(),
-    )
-    .unwrap()
+    let mut config = Config::default();
+    config.retry.max_retries.transport = 50;
+    Client::with_transport(ReqwestTransport::new(reqwest::Client::new()), config).unwrap()
 }
 
 fn get(url: String, timeout: Duration) -> http::Request<Bytes> {

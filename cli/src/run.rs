@@ -917,7 +917,9 @@ fn explain(e: &polite_client::Error) -> String {
     // When the server's time (or the next backoff) is the reason: how far
     // off the next send was.
     let wait = |at: Instant| at.saturating_duration_since(Instant::now());
-    match e.outcome() {
+    // An `Error::Limit` says it already (how far off, and why).
+    let said = matches!(e, polite_client::Error::Limit(_));
+    match e.outcome().filter(|_| !said) {
         Some(Outcome::TimedOut { needed: Some(at) }) if !wait(at).is_zero() => {
             line.push_str(&format!(
                 ": the next attempt could go only in {:.1?}, after the --timeout",
