@@ -105,13 +105,12 @@ async fn a_retry_after_past_the_deadline_says_so_with_the_answer() {
     assert_eq!(lab.log().len(), 1);
 }
 
-/// F3: a 429 asking for a day: "rate limited" with the wait asked and
-/// polite's own cap; the 429 is still handed back by `into_answer`.
-#[tokio::test]
-async fn a_429_asking_for_a_day_says_the_wait_and_the_cap() {
+/// A lab answering `status` with `Retry-After: 86400` (a day), and the
+/// error (and its line) of a 5 s call to it.
+async fn asked_to_wait_a_day(status: u16) -> (Error, String) {
     let lab = Lab::start(LabConfig::default().script(
         "/items/day",
-        vec![Step::with_retry_after(429, Duration::from_secs(86_400))],
+        vec![Step::with_retry_after(status, Duration::from_secs(86_400))],
     ))
     .unwrap();
     let e = client()
@@ -120,6 +119,14 @@ async fn a_429_asking_for_a_day_says_the_wait_and_the_cap() {
         .unwrap_err();
     let line = e.to_string();
     eprintln!("{line}");
+    (e, line)
+}
+
+/// F3: a 429 asking for a day: "rate limited" with the wait asked and
+/// polite's own cap; the 429 is still handed back by `into_answer`.
+#[tokio::test]
+async fn a_429_asking_for_a_day_says_the_wait_and_the_cap() {
+    let (e, line) = asked_to_wait_a_day(429).await;
     assert!(
         matches!(
             e.outcome(),
@@ -139,17 +146,7 @@ async fn a_429_asking_for_a_day_says_the_wait_and_the_cap() {
 /// F3: a 503 asking for a day is not called "rate limited".
 #[tokio::test]
 async fn a_503_asking_for_a_day_is_not_called_rate_limited() {
-    let lab = Lab::start(LabConfig::default().script(
-        "/items/day",
-        vec![Step::with_retry_after(503, Duration::from_secs(86_400))],
-    ))
-    .unwrap();
-    let e = client()
-        .send(get(lab.url("/items/day"), Duration::from_secs(5)))
-        .await
-        .unwrap_err();
-    let line = e.to_string();
-    eprintln!("{line}");
+    let (e, line) = asked_to_wait_a_day(503).await;
     assert!(
         matches!(e.outcome(), Some(Outcome::RateLimited { .. })),
         "{e:?}"
